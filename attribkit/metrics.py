@@ -330,7 +330,7 @@ def f1_000(logits: Tensor, labels: Tensor) -> float:
     "Seed 000's F1: raw logit ≥ 0.5 (no sigmoid), averaged over samples; higher is better."
     return multilabel_f1(logits, labels, threshold=0.5, on="logit", average="samples")
 
-# %% ../nbs/04_metrics.ipynb #fc6dbe6e
+# %% ../nbs/04_metrics.ipynb #8b412959
 @dataclass
 class RoarResult:
     "ROAR scores per fraction (rows) and repeat (columns) for the attribution and the random control."
@@ -415,7 +415,7 @@ def roar(train_ds, test_ds, attribute_fn: str | Callable, model_factory: Callabl
     base = run(data) if baseline else None
     for kind, f in tqdm(jobs, desc="ROAR", disable=not progress):
         res[kind].append(run({sp: masked(sp, kind, f) for sp in ("train", "test")}))
-    fr = torch.tensor(([0.0] if baseline else []) + fracs)
+    fr = torch.tensor(([0.0] if baseline else []) + fracs, dtype=torch.float64)
     return RoarResult(fr, {k: torch.tensor(([base] if baseline else []) + v, dtype=torch.float64) for k, v in res.items()})
 
 # %% ../nbs/04_metrics.ipynb #95db9438
