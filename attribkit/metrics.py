@@ -179,7 +179,7 @@ def pixel_flipping(model: nn.Module, inputs: Tensor, attributions: Tensor, targe
     ranks = removal_ranks(relevance(a, unit), descending=order == "morf", generator=_generator(generator, seed))
     return _curves(model, inputs, ranks, t, steps, fill, unit, False, softmax, internal_batch_size)
 
-# %% ../nbs/04_metrics.ipynb #d0c1abc2
+# %% ../nbs/04_metrics.ipynb #2ee7b38c
 def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, mode: str = "deletion",
                        steps: int = 20, baseline: str | Tensor | float | None = None, unit: str = "pixel",
                        softmax: bool = True, internal_batch_size: int | None = None,
@@ -194,7 +194,7 @@ def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, t
     ranks = removal_ranks(relevance(a, unit), descending=True, generator=_generator(generator, seed))
     return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", softmax, internal_batch_size)
 
-# %% ../nbs/04_metrics.ipynb #46a1c486
+# %% ../nbs/04_metrics.ipynb #57821d6b
 def _loader(data, batch_size: int):
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(d, Tensor) for d in data):
         data = torch.utils.data.TensorDataset(*data)
@@ -215,7 +215,7 @@ def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, targ
         res.append(pixel_flipping(model, xb, local(model, xb, t), t, generator=gen, **kwargs))
     return Curves(torch.cat([r.curves for r in res]), torch.cat([r.auc for r in res]), res[0].fractions)
 
-# %% ../nbs/04_metrics.ipynb #d03ff47e
+# %% ../nbs/04_metrics.ipynb #e216bcae
 @dataclass
 class Scores:
     "Per-item scores (NaN where an item was skipped), their mean over the rest and the number skipped."
@@ -268,7 +268,7 @@ def point_acc(attributions: Tensor, masks: Tensor, image_ids: Tensor | Sequence[
     hit = m.gather(1, h.flatten(1).argmax(1, keepdim=True))[:, 0].double()
     return _scores(torch.where(m.any(1), hit, torch.full_like(hit, float("nan"))))
 
-# %% ../nbs/04_metrics.ipynb #c923ae0f
+# %% ../nbs/04_metrics.ipynb #d7188074
 def roc_auc(scores: Tensor, labels: Tensor) -> Tensor:
     "Per-row ROC-AUC of `scores` (M, P) against binary `labels` (M, P), tie-aware; NaN where a row has one class."
     y = labels.bool()
@@ -282,7 +282,7 @@ def mask_auc(attributions: Tensor, masks: Tensor) -> Scores:
     h, m = _heatmaps(attributions, masks)
     return _scores(roc_auc(h.flatten(1), m.flatten(1)))
 
-# %% ../nbs/04_metrics.ipynb #0c947d81
+# %% ../nbs/04_metrics.ipynb #6d575b81
 def average_precision(scores: Tensor, labels: Tensor) -> Tensor:
     "Per-row average precision of `scores` (M, P) against binary `labels` (M, P), ties share a threshold; NaN without positives."
     m, p = scores.shape
@@ -330,7 +330,7 @@ def f1_000(logits: Tensor, labels: Tensor) -> float:
     "Seed 000's F1: raw logit ≥ 0.5 (no sigmoid), averaged over samples; higher is better."
     return multilabel_f1(logits, labels, threshold=0.5, on="logit", average="samples")
 
-# %% ../nbs/04_metrics.ipynb #8b412959
+# %% ../nbs/04_metrics.ipynb #feb6cdaa
 @dataclass
 class RoarResult:
     "ROAR scores per fraction (rows) and repeat (columns) for the attribution and the random control."
@@ -418,7 +418,7 @@ def roar(train_ds, test_ds, attribute_fn: str | Callable, model_factory: Callabl
     fr = torch.tensor(([0.0] if baseline else []) + fracs, dtype=torch.float64)
     return RoarResult(fr, {k: torch.tensor(([base] if baseline else []) + v, dtype=torch.float64) for k, v in res.items()})
 
-# %% ../nbs/04_metrics.ipynb #95db9438
+# %% ../nbs/04_metrics.ipynb #7f340bad
 def spearman(a: Tensor, b: Tensor) -> Tensor:
     "Per-sample Spearman rank correlation of `a` and `b` (N, ...) over all non-batch elements, tie-aware."
     ra, rb = _average_ranks(a.flatten(1)), _average_ranks(b.flatten(1))
