@@ -194,7 +194,7 @@ def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, t
     ranks = removal_ranks(relevance(a, unit), descending=True, generator=_generator(generator, seed))
     return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", softmax, internal_batch_size)
 
-# %% ../nbs/04_metrics.ipynb #57821d6b
+# %% ../nbs/04_metrics.ipynb #71774051
 def _loader(data, batch_size: int):
     if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(d, Tensor) for d in data):
         data = torch.utils.data.TensorDataset(*data)
@@ -207,7 +207,7 @@ def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, targ
     "`pixel_flipping` over a data set with attributions from `method`; same directions as `pixel_flipping`."
     _check_choice(target, "target", ("label", "predicted"))
     local, gen = as_local(method, **(method_kwargs or {})), _generator(generator, seed)
-    dev = next(iter(model.parameters())).device
+    dev = next(iter(model.parameters()), torch.empty(0)).device
     res = []
     for xb, yb in tqdm(_loader(data, batch_size), desc="pixel flipping", disable=not progress, leave=False):
         xb = xb.to(dev)
