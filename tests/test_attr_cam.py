@@ -7,6 +7,12 @@ from attribkit.core import attribute
 from attribkit.attr.cam import GradCAM, FullGrad, UniformFullGrad, fullgrad_decompose, find_layer
 
 
+def assert_close(a, b, rtol=1e-7, atol=1e-9):
+    "Shape- and value-equality check (torch.testing.assert_close lazily imports torch.distributed, ~1-4 s)."
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert torch.allclose(a, b, rtol=rtol, atol=atol), (a - b).abs().max()
+
+
 def cnn(bn: bool = True):
     "Conv + BN + ReLU + maxpool + conv + linear head, float64, with non-trivial BN statistics, in eval mode."
     torch.manual_seed(0)
@@ -32,16 +38,16 @@ def test_gradcam_matches_captum(layer):
     ref = LayerAttribution.interpolate(ref, (8, 8), "bilinear")
     ours = GradCAM(m, layer, channels="one").attribute(x, t)
     assert ours.dtype == torch.float64 and ours.shape == (3, 1, 8, 8)
-    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=1e-8)
+    assert_close(ours, ref, atol=1e-10, rtol=1e-8)
     rep = GradCAM(m, layer).attribute(x, t)
     assert rep.shape == x.shape and not rep.requires_grad
-    torch.testing.assert_close(rep, ref.expand_as(x))
+    assert_close(rep, ref.expand_as(x))
 
 
 def test_gradcam_raw_and_no_relu():
     m, x = cnn(), x_()
     ref = LayerGradCam(m, m[4]).attribute(x, 1, relu_attributions=False)
-    torch.testing.assert_close(GradCAM(m, "4", relu=False, upsample=False)(x, 1), ref)
+    assert_close(GradCAM(m, "4", relu=False, upsample=False)(x, 1), ref)
     assert (ref < 0).any()
 
 
@@ -52,7 +58,7 @@ def test_gradcam_with_inplace_relu_matches_functional_definition():
     f = m[3](m[2](F.relu(a)))[:, 1].sum()
     g, = torch.autograd.grad(f, a)
     ref = F.relu((g.mean((2, 3), keepdim=True) * a.detach()).sum(1, keepdim=True))
-    torch.testing.assert_close(GradCAM(m, "0", upsample=False)(x, 1), ref)
+    assert_close(GradCAM(m, "0", upsample=False)(x, 1), ref)
 
 
 def test_fullgrad_decomposition_is_complete():
@@ -62,8 +68,8 @@ def test_fullgrad_decomposition_is_complete():
     total = gi.flatten(1).sum(1) + sum(t.flatten(1).sum(1) for t in terms)
     with torch.no_grad():
         f = m(x)[torch.arange(4), torch.tensor([0, 1, 2, 0])]
-    torch.testing.assert_close(fk, f, atol=1e-12, rtol=1e-12)
-    torch.testing.assert_close(total, f, atol=1e-10, rtol=1e-10)
+    assert_close(fk, f, atol=1e-12, rtol=1e-12)
+    assert_close(total, f, atol=1e-10, rtol=1e-10)
     # the BN term really carries β − μγ/√(var+eps): dropping it breaks completeness
     no_bn = gi.flatten(1).sum(1) + sum(t.flatten(1).sum(1) for i, t in enumerate(terms) if i != 1)
     assert (no_bn - f).abs().max() > 1e-3
@@ -78,7 +84,7 @@ def test_fullgrad_postprocessing_matches_reference_recipe():
     ref = psi(gi).sum(1, keepdim=True)
     for t in terms[:3]:  # the three spatial terms; linear biases are not in the map
         ref = ref + F.interpolate(psi(t), size=(8, 8), mode="bilinear", align_corners=True).sum(1, keepdim=True)
-    torch.testing.assert_close(FullGrad(m, channels="one")(x, 1), ref)
+    assert_close(FullGrad(m, channels="one")(x, 1), ref)
     out = attribute(m, x, 1, method="fullgrad")
     assert out.shape == x.shape and (out >= 0).all()
 
@@ -89,17 +95,17 @@ def test_ufg_sums_to_logit(bn):
     u = attribute(m, x, 2, method="ufg")
     assert u.shape == x.shape and u.dtype == x.dtype and not u.requires_grad
     with torch.no_grad():
-        torch.testing.assert_close(u.flatten(1).sum(1), m(x)[:, 2], atol=1e-10, rtol=1e-10)
+        assert_close(u.flatten(1).sum(1), m(x)[:, 2], atol=1e-10, rtol=1e-10)
     # the input term is the signed G×I; the rest is one constant per sample
     gi, _, _ = fullgrad_decompose(m, x, 2)
     d = (u - gi).flatten(1)
-    torch.testing.assert_close(d, d[:, :1].expand_as(d))
+    assert_close(d, d[:, :1].expand_as(d))
 
 
 def test_ufg_default_target_is_prediction():
     m, x = cnn(), x_(4)
     with torch.no_grad(): pred = m(x).argmax(1)
-    torch.testing.assert_close(UniformFullGrad(m)(x), UniformFullGrad(m)(x, pred))
+    assert_close(UniformFullGrad(m)(x), UniformFullGrad(m)(x, pred))
 
 
 def test_layer_not_found_lists_close_names():
