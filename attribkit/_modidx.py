@@ -61,4 +61,11 @@ d = { 'settings': { 'branch': 'main',
                                 'attribkit.core.resolve_device': ('core.html#resolve_device', 'attribkit/core.py'),
                                 'attribkit.core.resolve_target': ('core.html#resolve_target', 'attribkit/core.py'),
                                 'attribkit.core.seed_everything': ('core.html#seed_everything', 'attribkit/core.py'),
-                                'attribkit.core.target_grad': ('core.html#target_grad', 'attribkit/core.py')}}}
+                                'attribkit.core.target_grad': ('core.html#target_grad', 'attribkit/core.py')},
+            'attribkit.viz': { 'attribkit.viz._np': ('viz.html#_np', 'attribkit/viz.py'),
+                               'attribkit.viz.attribution_grid': ('viz.html#attribution_grid', 'attribkit/viz.py'),
+                               'attribkit.viz.plot_curves': ('viz.html#plot_curves', 'attribkit/viz.py'),
+                               'attribkit.viz.save_figure': ('viz.html#save_figure', 'attribkit/viz.py'),
+                               'attribkit.viz.show_attribution': ('viz.html#show_attribution', 'attribkit/viz.py'),
+                               'attribkit.viz.to_heatmap': ('viz.html#to_heatmap', 'attribkit/viz.py'),
+                               'attribkit.viz.to_image': ('viz.html#to_image', 'attribkit/viz.py')}}}
