@@ -112,7 +112,7 @@ def test_layer_not_found_lists_close_names():
     m = nn.Sequential()
     m.add_module("features", nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()))
     m.add_module("head", nn.Sequential(nn.Flatten(), nn.Linear(4 * 36, 2)))
-    with pytest.raises(ValueError, match=r"`layer` 'feature.0' not found.*close names:.*features\.0"):
+    with pytest.raises(ValueError, match=r"`layer` 'feature.0' not found.*closest names:.*features\.0"):
         GradCAM(m, "feature.0")
     with pytest.raises(ValueError, match="not a submodule"):
         GradCAM(m, nn.Conv2d(3, 4, 3))
