@@ -36,8 +36,9 @@ def _broadcast_map(cam: Tensor, inputs: Tensor, channels: str) -> Tensor:
     cam = cam.to(inputs.dtype)
     return cam.expand(-1, inputs.shape[1], -1, -1).contiguous() if channels == "repeat" else cam
 
-# %% ../../nbs/03c_attr_cam.ipynb #6733b860
-def layer_gradients(model: nn.Module, inputs: Tensor, target, layers: list[nn.Module]):
+# %% ../../nbs/03c_attr_cam.ipynb #bb668ef6
+def layer_gradients(model: nn.Module, inputs: Tensor, target,
+                    layers: list[nn.Module]) -> tuple[Tensor, list[tuple[int, Tensor, Tensor]], Tensor]:
     "Input gradient, outputs of `layers` (one per call), their gradients and f_k(x); call inside `model_scope`."
     records: list[tuple[int, Tensor]] = []
     def hook(idx, module, args, out):
