@@ -11,9 +11,9 @@ from typing import Any, Iterable, Sequence
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'CLAIM_KEYS', 'validate_results', 'versions', 'atomic_write_text',
-           'save_results', 'load_results', 'figure_path', 'fmt_value', 'table', 'repo_root', 'parameters_cell',
-           'discover', 'library_fingerprint', 'input_key', 'run_notebook', 'claims_count', 'summary_markdown',
-           'html_report', 'run_all', 'terminal_table', 'parse_args', 'main']
+           'save_results', 'load_results', 'figure_path', 'fmt_value', 'table', 'show_table', 'repo_root',
+           'parameters_cell', 'discover', 'library_fingerprint', 'input_key', 'run_notebook', 'claims_count',
+           'summary_markdown', 'html_report', 'run_all', 'terminal_table', 'parse_args', 'main']
 
 # %% ../nbs/20_reproduce.ipynb #95024a68
 SCHEMA_VERSION = 1
@@ -137,7 +137,7 @@ def figure_path(name: str, folder="figures") -> Path:
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}.png"
 
-# %% ../nbs/20_reproduce.ipynb #9d11b1c8
+# %% ../nbs/20_reproduce.ipynb #5e01345c
 def fmt_value(v, digits: int = 4) -> str:
     "Format one results value for a table: numbers to `digits` significant digits, mean ± std, '—' for missing."
     if v is None: return "—"
@@ -156,7 +156,12 @@ def table(measured: dict, paper: dict, digits: int = 4, title: str | None = None
     head = ([f"**{title}**", ""] if title else []) + ["| cell | measured | paper |", "|---|---:|---:|"]
     return "\n".join(head + rows)
 
-# %% ../nbs/20_reproduce.ipynb #0290e43e
+def show_table(measured: dict, paper: dict, digits: int = 4, title: str | None = None):
+    "`table` as an IPython `Markdown` object, rendered as a table in notebooks and in the HTML report."
+    from IPython.display import Markdown
+    return Markdown(table(measured, paper, digits, title))
+
+# %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
     "The nearest folder at or above `start` (default: cwd) that holds `settings.ini`, else `start` itself."
     start = Path(start or os.getcwd()).resolve()
@@ -202,7 +207,7 @@ def input_key(nb_path, params: dict, lib: str) -> str:
     h.update(lib.encode()); h.update(json.dumps(params, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
-# %% ../nbs/20_reproduce.ipynb #a31d5c9e
+# %% ../nbs/20_reproduce.ipynb #6319a934
 def _first_line(src) -> str:
     src = "".join(src) if isinstance(src, list) else str(src)
     lines = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#|")]
@@ -241,11 +246,11 @@ def _run_task(task: tuple) -> dict:
     "Process-pool entry point: run one notebook and never raise."
     nb, params, ex_dir, res_dir, cwd = task
     try: return run_notebook(nb, params, ex_dir, res_dir, cwd)
-    except BaseException as e:  # noqa: BLE001 -- a crashed worker must still give a record
+    except Exception as e:  # a crashed run must still give a record; Ctrl-C still stops the command
         return {"name": Path(nb).stem, "notebook": str(nb), "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
 
-# %% ../nbs/20_reproduce.ipynb #1c816495
+# %% ../nbs/20_reproduce.ipynb #c2a81fe3
 def claims_count(d: dict | None) -> tuple[int, int]:
     "Numbers of claims that hold and that do not hold in one results dict."
     cs = (d or {}).get("claims", [])
@@ -302,7 +307,9 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>attribkit reproduction</title><style>{_CSS}</style></head><body>",
              "<h1>attribkit reproduction</h1>",
              f"<p>scale <code>{html.escape(str(params['scale']))}</code> · seed {params['seed']} · "
-             f"device <code>{html.escape(str(params['device']))}</code></p>"]
+             f"device <code>{html.escape(str(params['device']))}</code> · "
+             f"{sum(r['status'] == 'failed' for r in records)} of {len(records)} notebooks failed · "
+             "claims ✔ {} / ✘ {}</p>".format(*map(sum, zip((0, 0), *[claims_count(_read_results(r)) for r in records])))]
     for r in records:
         d, name = _read_results(r), r["name"]
         cls = "failed" if r["status"] == "failed" else "ok"
@@ -330,7 +337,7 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
     parts.append("</body></html>")
     return atomic_write_text(hdir / "index.html", "\n".join(parts))
 
-# %% ../nbs/20_reproduce.ipynb #63caed2f
+# %% ../nbs/20_reproduce.ipynb #1b672237
 def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
@@ -432,6 +439,6 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
     return 1 if failed else 0
 
-# %% ../nbs/20_reproduce.ipynb #81f273aa
+# %% ../nbs/20_reproduce.ipynb #8bb8327f
 #| eval: false
 if __name__ == "__main__" and "ipykernel" not in sys.modules: sys.exit(main())
