@@ -250,7 +250,7 @@ def _run_task(task: tuple) -> dict:
         return {"name": Path(nb).stem, "notebook": str(nb), "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
 
-# %% ../nbs/20_reproduce.ipynb #c2a81fe3
+# %% ../nbs/20_reproduce.ipynb #87f7714c
 def claims_count(d: dict | None) -> tuple[int, int]:
     "Numbers of claims that hold and that do not hold in one results dict."
     cs = (d or {}).get("claims", [])
@@ -300,10 +300,8 @@ _CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 
 
 def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
     "Write `<out_dir>/html/index.html` plus one converted page per executed notebook; return the index path."
-    from nbconvert import HTMLExporter
-    import nbformat
     hdir = Path(out_dir) / "html"; (hdir / "figures").mkdir(parents=True, exist_ok=True)
-    exp = HTMLExporter(template_name="classic", embed_images=True)
+    exp = None
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>attribkit reproduction</title><style>{_CSS}</style></head><body>",
              "<h1>attribkit reproduction</h1>",
              f"<p>scale <code>{html.escape(str(params['scale']))}</code> · seed {params['seed']} · "
@@ -317,8 +315,13 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
         ex = Path(r["executed"]) if r.get("executed") else None
         if ex is not None and ex.exists():
             try:
-                body, _ = exp.from_notebook_node(nbformat.read(str(ex), as_version=4))
-                atomic_write_text(hdir / f"{name}.html", body)
+                page = hdir / f"{name}.html"
+                if not page.exists() or page.stat().st_mtime_ns < ex.stat().st_mtime_ns:   # convert only what changed
+                    if exp is None:   # nbconvert takes seconds to import: only when a page must be (re)built
+                        from nbconvert import HTMLExporter
+                        import nbformat
+                        exp = HTMLExporter(template_name="classic", embed_images=True)
+                    atomic_write_text(page, exp.from_notebook_node(nbformat.read(str(ex), as_version=4))[0])
                 parts.append(f"<p><a href='{html.escape(name)}.html'>executed notebook</a> · wall time {fmt_value(r.get('wall_time'))} s</p>")
             except Exception as e:  # the report must not die on one bad notebook
                 parts.append(f"<p>could not convert the executed notebook: {html.escape(str(e))}</p>")
