@@ -340,7 +340,7 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
     parts.append("</body></html>")
     return atomic_write_text(hdir / "index.html", "\n".join(parts))
 
-# %% ../nbs/20_reproduce.ipynb #1b672237
+# %% ../nbs/20_reproduce.ipynb #ae21244e
 def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
@@ -363,7 +363,7 @@ def run_all(nbs_dir="nbs/repro", out="results", scale: str = "smoke", seed: int 
     for nb in notebooks:
         key, prev = input_key(nb, params, lib), state.get(nb.stem)
         if (not force and prev and prev.get("key") == key and prev.get("status") == "ok"
-                and (out / f"{nb.stem}.json").exists()):
+                and (out / f"{nb.stem}.json").exists() and (out / "executed" / nb.name).exists()):
             records[nb.stem] = {**prev["record"], "status": "skipped"}
         else: todo.append((nb, key))
     bar = None
