@@ -36,7 +36,7 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/
 
 nbtest: $(STAMP)
-	$(BIN)/nbdev_test --n_workers 2 --skip_file_re '^_|^repro' --do_print
+	$(BIN)/nbdev_test --n_workers 2 --timing
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

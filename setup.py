@@ -26,6 +26,7 @@ console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
     name=cfg['lib_name'],
+    **setup_cfg,
     license=lic[0],
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
@@ -33,6 +34,7 @@ setuptools.setup(
                 + ['Programming Language :: Python :: ' + o for o in py_versions[py_versions.index(min_python):]]
                 + (['License :: ' + lic[1]] if lic[1] else []),
     url=cfg['git_url'],
+    project_urls={'Source': cfg['git_url']},
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
     install_requires=requirements,

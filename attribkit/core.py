@@ -13,8 +13,8 @@ from torch import nn, Tensor
 # %% auto #0
 __all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
            'target_grad', 'activation_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward',
-           'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'Attribution', 'register',
-           'available_methods', 'get_method', 'attribute', 'as_local']
+           'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'Attribution',
+           'register', 'available_methods', 'get_method', 'attribute', 'as_local']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def check_inputs(inputs, name: str = "inputs", min_ndim: int = 2, ndim: int | None = None) -> Tensor:
@@ -154,7 +154,17 @@ def batched_forward(model: nn.Module, rows: Tensor, internal_batch_size: int) ->
     "Model outputs for many rows without gradients, in chunks of `internal_batch_size`."
     return torch.cat([model(rows[s]) for s in chunks(len(rows), internal_batch_size)])
 
-# %% ../nbs/00_core.ipynb #4a84f18e
+# %% ../nbs/00_core.ipynb #ce8e23a4
+def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:
+    "A non-shuffling DataLoader over `data` (a DataLoader is returned unchanged; a Dataset or a tuple of tensors is wrapped)."
+    from torch.utils.data import DataLoader, Dataset, TensorDataset
+    if isinstance(data, DataLoader): return data
+    if isinstance(data, (tuple, list)) and all(isinstance(t, Tensor) for t in data): data = TensorDataset(*data)
+    if not isinstance(data, Dataset):
+        raise TypeError(f"`data` must be a DataLoader, a Dataset or a tuple of tensors, got {type(data).__name__}")
+    return DataLoader(data, batch_size=check_positive_int(batch_size, "batch_size"), shuffle=False)
+
+# %% ../nbs/00_core.ipynb #bcd63a0c
 def per_channel_minmax(a: Tensor) -> Tensor:
     "Min-max normalise each (sample, channel) over the remaining dims; a constant channel gives 0."
     flat = a.flatten(2)
@@ -173,7 +183,7 @@ def batch_quantile(x: Tensor, q: float) -> Tensor:
     v_hi = flat.kthvalue(lo + 2, dim=1).values
     return v_lo + frac * (v_hi - v_lo)
 
-# %% ../nbs/00_core.ipynb #70773dc6
+# %% ../nbs/00_core.ipynb #480e983a
 def seed_everything(seed: int = 0) -> torch.Generator:
     "Seed Python, NumPy and torch; return a torch.Generator seeded with `seed`."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
@@ -184,7 +194,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if device in (None, "auto"): return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
-# %% ../nbs/00_core.ipynb #9a68c378
+# %% ../nbs/00_core.ipynb #16dc6a26
 _REGISTRY: dict[str, type] = {}
 
 class Attribution:
