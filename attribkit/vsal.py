@@ -188,7 +188,7 @@ def sinkhorn_topk(scores: Tensor, k: float | int, epsilon: float = 0.05, n_iter:
 
 TOPK = {"sinkhorn": sinkhorn_topk, "gumbel": gumbel_topk}
 
-# %% ../nbs/14_vsal.ipynb #b6ba9407
+# %% ../nbs/14_vsal.ipynb #529e7e1d
 def _images(batch) -> Tensor:
     return batch[0] if isinstance(batch, (tuple, list)) else batch
 
@@ -229,12 +229,12 @@ class VariationalSaliency(Attribution):
         if self.encoder is None:
             raise RuntimeError("VariationalSaliency has no encoder: call `.fit(data)` first or pass a fitted `encoder=`")
 
-    def _mask(self, s: Tensor, generator: torch.Generator | None) -> Tensor:
+    def _mask(self, s: Tensor, generator: torch.Generator | None, k: float | int | None = None) -> Tensor:
         kw = dict(self.topk_kw)
         if self.topk is gumbel_topk: kw.setdefault("generator", generator)
-        return self.topk(s.flatten(1), self.k, **kw).view_as(s)
+        return self.topk(s.flatten(1), self.k if k is None else k, **kw).view_as(s)
 
-    def losses(self, x: Tensor, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+    def losses(self, x: Tensor, generator: torch.Generator | None = None, k: float | int | None = None) -> dict[str, Tensor]:
         "Likelihood term, per-pixel KL and total loss for a batch (classifier assumed frozen by the caller)."
         self._check_fitted()
         with torch.no_grad(): logp_o = F.log_softmax(self.model(x), 1)
@@ -242,7 +242,7 @@ class VariationalSaliency(Attribution):
         log_var = log_var.clamp(*self.log_var_range)
         eps = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
         s = mu + (0.5 * log_var).exp() * eps
-        m = self._mask(s, generator)[:, None]
+        m = self._mask(s, generator, k)[:, None]
         xt = m * x + (1 - m) * self.reference
         logp_p = F.log_softmax(self.model(xt), 1)
         lik = (logp_o.exp() * (logp_o - logp_p)).sum(1).mean()
@@ -255,8 +255,13 @@ class VariationalSaliency(Attribution):
         return Ph, Pw, lh, lw
 
     def fit(self, data, epochs: int = 1, batch_size: int = 128, lr: float = 1e-4, weight_decay: float = 5e-4,
-            betas: tuple[float, float] = (0.9, 0.99), seed: int = 0, progress: bool = True) -> "VariationalSaliency":
+            betas: tuple[float, float] = (0.9, 0.99), seed: int = 0, progress: bool = True,
+            k_start: float | None = None,   # anneal the kept fraction linearly from k_start down to k (None: fixed k)
+            anneal: float = 0.5,            # fraction of all steps spent annealing
+            ) -> "VariationalSaliency":
         "Train the encoder (classifier frozen); keep the state with the lowest epoch loss. Returns self."
+        if k_start is not None and not (isinstance(self.k, float) and isinstance(k_start, float) and self.k <= k_start <= 1):
+            raise ValueError(f"`k_start` needs a fractional `k` and k <= k_start <= 1, got k={self.k!r}, k_start={k_start!r}")
         dev = self._device()
         g_cpu = torch.Generator().manual_seed(seed)
         g_dev = torch.Generator(device=dev).manual_seed(seed)
@@ -266,20 +271,26 @@ class VariationalSaliency(Attribution):
                 torch.manual_seed(seed)
                 self.encoder = SaliencyEncoder(first.shape[1], self.width).to(dev)
         opt = torch.optim.Adam(self.encoder.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
-        best, best_state = math.inf, None
+        best, best_state, step = math.inf, None, 0
         with model_scope(self.model):
             self.encoder.train()
             for ep in range(epochs):
                 tot = dict(loss=0.0, likelihood=0.0, kl=0.0); n = 0
-                for batch in tqdm(_batches(data, batch_size, g_cpu), desc=f"vsm epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
+                batches = _batches(data, batch_size, g_cpu)
+                warm = max(1, round(anneal * epochs * len(batches))) if k_start is not None and hasattr(batches, "__len__") else max(1, round(anneal * epochs))
+                annealed = k_start is None or step >= warm   # only epochs run wholly at the target k compete for "lowest loss"
+                for batch in tqdm(batches, desc=f"vsm epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
                     x = _images(batch).to(dev)
-                    out = self.losses(x, g_dev)
+                    t = step if hasattr(batches, "__len__") else ep
+                    k = None if k_start is None else k_start + (self.k - k_start) * min(1.0, t / warm)
+                    out = self.losses(x, g_dev, k)
                     opt.zero_grad(set_to_none=True); out["loss"].backward(); opt.step()
                     for key in tot: tot[key] += float(out[key].detach()) * len(x)
-                    n += len(x)
-                rec = {key: v / max(n, 1) for key, v in tot.items()} | dict(epoch=ep + 1)
+                    n += len(x); step += 1
+                rec = {key: v / max(n, 1) for key, v in tot.items()} | dict(epoch=ep + 1, k=self.k if k is None else k)
                 self.history.append(rec)
-                if rec["loss"] < best: best, best_state = rec["loss"], copy.deepcopy(self.encoder.state_dict())
+                if (annealed or ep == epochs - 1) and rec["loss"] < best:
+                    best, best_state = rec["loss"], copy.deepcopy(self.encoder.state_dict())
         if best_state is not None: self.encoder.load_state_dict(best_state)
         self.encoder.eval()
         return self

@@ -172,3 +172,12 @@ def test_fit_keeps_lowest_loss_state_and_registry():
     assert (vsm.uncertainty(x[:2]) > 0).all()
     with pytest.raises(RuntimeError, match="fit"): attribute(clf, x[:2], method="vsm")
     with pytest.raises(ValueError, match="different classifier"): vsm.as_local()(_tiny_classifier(), x[:2])
+
+
+def test_fit_k_annealing_schedule():
+    clf = _tiny_classifier().eval()
+    x = torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    vsm = VariationalSaliency(clf, k=0.25, width=0.125).fit(x, epochs=3, batch_size=8, progress=False, k_start=1.0, anneal=0.5)
+    # 6 steps, 3 of them annealing: k at the last step of each epoch is 1 - 0.75·min(1, t/3) for t = 1, 3, 5
+    assert [round(h["k"], 6) for h in vsm.history] == [0.75, 0.25, 0.25]
+    with pytest.raises(ValueError, match="k_start"): VariationalSaliency(clf, k=3).fit(x, k_start=0.5, progress=False)
