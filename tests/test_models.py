@@ -182,6 +182,17 @@ def test_train_schedules_and_errors():
         train(_tiny(), data, epochs=1, loss="mse")
 
 
+def test_train_multilabel_shapes_with_masks():
+    "Datasets yielding (x, multi-hot, masks) train with BCE; evaluate reports per-label accuracy."
+    from attribkit.data import shapes
+    s = shapes(n_train=32, n_test=16, size=32, num_classes=5, seed=0)
+    torch.manual_seed(0)
+    m = lenet5(num_classes=5, in_channels=3, input_size=32)
+    h = train(m, s.train, epochs=2, lr=0.01, loss="bce", progress=False, test_data=s.test, device="cpu")
+    r = evaluate(m, s.test, device="cpu")
+    assert set(r) == {"label_acc"} and 0 <= r["label_acc"] <= 1 and h["test_acc"][-1] == r["label_acc"]
+
+
 def test_evaluate_topk():
     from torch.utils.data import TensorDataset
     lin = nn.Linear(3, 6, bias=False)
