@@ -298,7 +298,7 @@ class _Seed(torch.autograd.Function):
         out, = ctx.saved_tensors
         return g * (out.abs() if ctx.absolute else out), None
 
-# %% ../../nbs/03b_attr_backprop.ipynb #6fc2242e
+# %% ../../nbs/03b_attr_backprop.ipynb #f3c4e24a
 def _register_rules(model: nn.Module, rules: dict) -> None:
     "Forward hooks applying `rules[category]` ('first'/'last': first/last layer run) to linear-type layers."
     produced, calls = {}, []
@@ -334,7 +334,7 @@ def lrp_rules(composite: str = "epsilon", epsilon: float = 1e-6, gamma: float = 
     table = {"epsilon": dict(conv=eps, linear=eps, bn=eps, pool=eps),
              "gamma": dict(conv=gam, linear=gam, bn=eps, pool=eps),
              "alpha1beta0": dict(conv=ab10, linear=ab10, bn=ab10, pool=ab10),
-             "alpha2beta1": dict(conv=ab21, linear=ab21, bn=ab21, pool=ab21),
+             "alpha2beta1": dict(conv=ab21, linear=ab21, bn=eps, pool=eps),
              "epsilon_plus": dict(conv=ab10, linear=eps, bn=eps, pool=eps),
              "epsilon_alpha2beta1": dict(conv=ab21, linear=eps, bn=eps, pool=eps),
              "epsilon_gamma_box": dict(first=box, conv=gam, linear=eps, bn=eps, pool=eps)}
