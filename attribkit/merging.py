@@ -144,7 +144,7 @@ def _unsupported(name: str, what: str, producer: str) -> NotImplementedError:
         "element-wise activations, dropout, pooling and flatten may sit between two Linear/Conv2d layers; "
         "pass `pairs=` to choose layers explicitly")
 
-# %% ../nbs/12_merging.ipynb #d129ab23
+# %% ../nbs/12_merging.ipynb #a648e970
 def _walk(node: fx.Node, mods: dict, producer: str) -> PrunablePair | None:
     "Follow the single-user chain after `producer`; return its pair or None at a boundary (add, cat, output, ...)."
     bn = dw = dw_bn = None; ops = []; last = "producer"; flat = False; cur = node
@@ -187,11 +187,11 @@ def find_pairs(model: nn.Module) -> list[PrunablePair]:
     check_model(model)
     mods = dict(model.named_modules())
     for name, m in mods.items():
+        if isinstance(m, nn.Conv2d) and not (_is_dense(m) or _is_dw(m)):
+            raise _unsupported(name, f"grouped Conv2d, groups={m.groups}", "the model")
         leaf = not list(m.children())
         if leaf and list(m.parameters(recurse=False)) and not (_is_dense(m) or _is_dw(m) or isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d))):
             raise _unsupported(name, type(m).__name__, "the model")
-        if isinstance(m, nn.Conv2d) and not (_is_dense(m) or _is_dw(m)):
-            raise _unsupported(name, f"grouped Conv2d, groups={m.groups}", "the model")
     try: graph = fx.symbolic_trace(model).graph
     except Exception as e:
         raise ValueError(f"could not trace the model ({type(e).__name__}: {e}); pass `pairs=` explicitly") from e
