@@ -14,28 +14,32 @@ from .core import check_model
 
 # %% auto #0
 __all__ = ['CRITERIA', 'keep_indices', 'most_sim', 'bn_affine', 'most_sim_bn', 'PrunablePair', 'find_pairs', 'MergeReport',
-           'count_params', 'merge', 'prune']
+           'count_params', 'scale_matrix', 'merge', 'prune']
 
-# %% ../nbs/12_merging.ipynb #6524c9d5
+# %% ../nbs/12_merging.ipynb #ed8f4f36
 CRITERIA = ("l1", "l2", "l2-GM")
 
 def keep_indices(filters: Tensor, n_keep: int, criterion: str = "l1") -> Tensor:
     "Sorted indices of the `n_keep` rows of `filters` (N×…) kept by `criterion` (`l1`, `l2` or `l2-GM`)."
-    f = filters.detach().reshape(filters.shape[0], -1).double()
+    f = _rows(filters)
     if not 1 <= n_keep <= f.shape[0]: raise ValueError(f"`n_keep` must be in [1, {f.shape[0]}], got {n_keep}")
     if criterion in ("l1", "l1-norm"): score = f.abs().sum(1)
     elif criterion in ("l2", "l2-norm"): score = f.norm(dim=1)
-    elif criterion == "l2-GM": score = torch.cdist(f, f).sum(1)
+    elif criterion == "l2-GM":  # pairwise Euclidean distances through the Gram matrix (one matmul)
+        sq = (f * f).sum(1); score = (sq[:, None] + sq[None] - 2 * (f @ f.T)).clamp_min(0).sqrt().sum(1)
     else: raise ValueError(f"unknown pruning criterion {criterion!r}; choose one of {CRITERIA}")
     return torch.sort(torch.topk(score, n_keep).indices).values
 
-# %% ../nbs/12_merging.ipynb #bb331d82
-def _rows(w: Tensor) -> Tensor: return w.detach().reshape(w.shape[0], -1).double()
+# %% ../nbs/12_merging.ipynb #7439fd87
+def _rows(w: Tensor) -> Tensor:
+    "Filters as rows (N×D) in the weight's precision (at least float32)."
+    w = w.detach().reshape(w.shape[0], -1)
+    return w if w.dtype in (torch.float32, torch.float64) else w.float()
 
 def _cos(a: Tensor, b: Tensor) -> Tensor:
-    "Cosine similarity matrix between the rows of `a` and of `b`."
-    an, bn = a.norm(dim=1, keepdim=True).clamp_min(1e-300), b.norm(dim=1, keepdim=True).clamp_min(1e-300)
-    return (a / an) @ (b / bn).T
+    "Cosine similarity matrix (float64) between the rows of `a` and of `b`."
+    an, bn = a.norm(dim=1, keepdim=True).clamp_min(1e-30), b.norm(dim=1, keepdim=True).clamp_min(1e-30)
+    return ((a / an) @ (b / bn).T).double()
 
 def _assignment(n: int, keep: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     "Identity part of Z: kept neuron -> its position; pruned neurons listed separately."
@@ -47,16 +51,16 @@ def _assignment(n: int, keep: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 def most_sim(weight: Tensor, keep: Tensor, bias: Tensor | None = None, threshold: float | None = 0.45
             ) -> tuple[Tensor, Tensor, Tensor]:
     "MostSim without BN on augmented rows [w, b]: (match position in `keep` or -1, scale, cosine) per neuron."
-    rows = _rows(weight) if bias is None else torch.cat([_rows(weight), bias.detach().double()[:, None]], 1)
+    rows = _rows(weight) if bias is None else torch.cat([_rows(weight), bias.detach().to(_rows(weight).dtype)[:, None]], 1)
     match, scale, R, cos_out = _assignment(rows.shape[0], keep)
     if len(R):
         cos = _cos(rows[R], rows[keep]); best, j = cos.max(1)
-        s = rows[R].norm(dim=1) / rows[keep][j].norm(dim=1).clamp_min(1e-300)
+        nr = rows.norm(dim=1).double(); s = nr[R] / nr[keep][j].clamp_min(1e-300)
         ok = torch.ones_like(best, dtype=torch.bool) if threshold is None else best >= threshold
         match[R[ok]], scale[R[ok]], cos_out[R] = j[ok], s[ok], best
     return match, scale, cos_out
 
-# %% ../nbs/12_merging.ipynb #d14f91d8
+# %% ../nbs/12_merging.ipynb #5c337bd2
 def bn_affine(bn: nn.Module | None, n: int, bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
     "Per-channel (a, c) with BN(conv(x) + bias) = a·conv(x) + c (eval mode); (1, bias) without BN."
     b = torch.zeros(n, dtype=torch.float64) if bias is None else bias.detach().double()
@@ -85,7 +89,7 @@ def most_sim_bn(weight: Tensor, keep: Tensor, bn: nn.Module, bias: Tensor | None
     if compat not in ("exact", "official"): raise ValueError(f"`compat` must be 'exact' or 'official', got {compat!r}")
     rows = _rows(weight); match, scale, R, cos_out = _assignment(rows.shape[0], keep)
     if not len(R): return match, scale, cos_out
-    cos = _cos(rows[R], rows[keep]); norm = rows.norm(dim=1)
+    cos = _cos(rows[R], rows[keep]); norm = rows.norm(dim=1).double()
     s = norm[R][:, None] / norm[keep][None, :].clamp_min(1e-300)
     if compat == "exact":
         a, c = bn_affine(bn, rows.shape[0], bias)
@@ -243,7 +247,7 @@ def _check_pairs(model: nn.Module, pairs) -> list[PrunablePair]:
         if p.depthwise is not None and not _is_dw(mods[p.depthwise]): raise _unsupported(p.depthwise, "not depthwise", p.producer)
     return list(pairs)
 
-# %% ../nbs/12_merging.ipynb #57e87c50
+# %% ../nbs/12_merging.ipynb #2e50bc51
 def _set(m: nn.Module, name: str, value: Tensor):
     old = getattr(m, name)
     if old is None: return
@@ -261,24 +265,29 @@ def _select_rows(m: nn.Module, keep: Tensor):
         m.out_channels = P
     else: m.num_features = P
 
-def _absorb(m: nn.Module, Z: Tensor):
-    "Consumer weight W+ (M×N×…) -> W+ Z (M×P×…); a Linear after a flatten has S positions per channel."
-    W = m.weight.detach(); N, P = Z.shape
-    if isinstance(m, nn.Linear):
-        if W.shape[1] % N: raise ValueError(f"consumer Linear has {W.shape[1]} inputs, not a multiple of {N} channels")
-        S = W.shape[1] // N
-        new = torch.einsum("mns,np->mps", W.double().reshape(W.shape[0], N, S), Z).reshape(W.shape[0], P * S)
-        m.in_features = P * S
-    else:
-        new = torch.einsum("mnhw,np->mphw", W.double(), Z); m.in_channels = P
-    _set(m, "weight", new)
-
-def _matrix(match: Tensor, scale: Tensor, P: int) -> Tensor:
-    Z = torch.zeros(len(match), P, dtype=torch.float64); ok = match >= 0
+def scale_matrix(match: Tensor, scale: Tensor, n_keep: int) -> Tensor:
+    "The dense scale matrix Z (N×P) from per-neuron (match, scale); `merge` applies it without forming it."
+    Z = torch.zeros(len(match), n_keep, dtype=torch.float64); ok = match >= 0
     Z[ok.nonzero().flatten(), match[ok]] = scale[ok]
     return Z
 
-# %% ../nbs/12_merging.ipynb #3889731d
+def _absorb(m: nn.Module, keep: Tensor, match: Tensor, scale: Tensor):
+    "Consumer weight W+ (M×N×…) -> W+ Z (M×P×…) as kept columns + scaled merged columns; a Linear after a flatten has S positions per channel."
+    W = m.weight.detach(); N, P = len(match), len(keep)
+    if isinstance(m, nn.Linear):
+        if W.shape[1] % N: raise ValueError(f"consumer Linear has {W.shape[1]} inputs, not a multiple of {N} channels")
+        Wv = W.reshape(W.shape[0], N, W.shape[1] // N)
+    else: Wv = W
+    new = Wv[:, keep].clone()
+    ok = match >= 0; ok[keep] = False; merged = ok.nonzero().flatten()
+    if len(merged):
+        s = scale[merged].to(W.dtype).reshape(1, -1, *[1] * (Wv.ndim - 2))
+        new.index_add_(1, match[merged], Wv[:, merged] * s)
+    if isinstance(m, nn.Linear): m.in_features = new.shape[1] * new.shape[2]; new = new.reshape(W.shape[0], -1)
+    else: m.in_channels = P
+    _set(m, "weight", new)
+
+# %% ../nbs/12_merging.ipynb #0e44d58a
 def _decide(pair, ref, n_keep, criterion, compensate, threshold, lam, compat):
     "Kept indices and (match, scale, cos) for one pair, computed on the modules in `ref`."
     prod = ref[pair.producer]; w = prod.weight; N = w.shape[0]
@@ -297,13 +306,25 @@ def _decide(pair, ref, n_keep, criterion, compensate, threshold, lam, compat):
     match, scale, R, cos_out = _assignment(N, keep)
     if not compensate or not len(R): return keep, match, scale, None
     cos = _cos(u[R], u[keep]) * _cos(d[R], d[keep])
-    nu, nd = u.norm(dim=1), d.norm(dim=1)
+    nu, nd = u.norm(dim=1).double(), d.norm(dim=1).double()
     s1 = nu[R][:, None] / nu[keep][None].clamp_min(1e-300); s2 = nd[R][:, None] / nd[keep][None].clamp_min(1e-300)
     a1, c1 = bn_affine(bn, N, prod.bias); a2, c2 = bn_affine(dwb, N, dwm.bias)
     A1 = s1 * a1[R][:, None] / a1[keep][None]; C1 = c1[R][:, None] - A1 * c1[keep][None]
     A = A1 * s2 * a2[R][:, None] / a2[keep][None]; C2 = c2[R][:, None] - A * c2[keep][None]
-    pen = C2.abs() + (a2[R] * d[R].sum(1))[:, None].abs() * C1.abs()
+    pen = C2.abs() + (a2[R] * d[R].sum(1).double())[:, None].abs() * C1.abs()
     return keep, *_choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam)
+
+def _replaced(model, pairs, ratios) -> dict:
+    "deepcopy memo that skips copying the tensors `merge` replaces anyway (saves a full copy of the big layers)."
+    mods, memo = dict(model.named_modules()), {}
+    for p in pairs:
+        if ratios.get(p.producer, 0.0) == 0: continue
+        for name in (p.producer, p.bn, p.depthwise, p.dw_bn):
+            if name is None: continue
+            for t in (getattr(mods[name], k, None) for k in ("weight", "bias", "running_mean", "running_var")):
+                if t is not None: memo[id(t)] = t
+        memo[id(mods[p.consumer].weight)] = mods[p.consumer].weight
+    return memo
 
 def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate):
     check_model(model)
@@ -315,7 +336,7 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
     if bad: raise ValueError(f"`ratio` names layers that are not prunable producers: {sorted(bad)}; producers: {names}")
     for n, r in ratios.items():
         if not (isinstance(r, (int, float)) and 0 <= r < 1): raise ValueError(f"pruning ratio for {n!r} must be in [0, 1), got {r!r}")
-    new = copy.deepcopy(model); mods = dict(new.named_modules())
+    new = copy.deepcopy(model, _replaced(model, pairs, ratios)); mods = dict(new.named_modules())
     ref = dict(model.named_modules()) if decide_on == "original" else mods
     report = MergeReport("merge" if compensate else "prune", params_before=count_params(model))
     with torch.no_grad():
@@ -325,8 +346,7 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
             N = mods[p.producer].weight.shape[0]; n_keep = max(1, int(math.floor(N * (1 - r) + 0.5)))
             t = _default_threshold(p) if threshold == "paper" else threshold
             keep, match, scale, cos = _decide(p, ref, n_keep, criterion, compensate, t, lam, compat)
-            Z = _matrix(match, scale, n_keep)
-            _absorb(mods[p.consumer], Z)
+            _absorb(mods[p.consumer], keep, match, scale)
             for name in (p.producer, p.bn, p.depthwise, p.dw_bn):
                 if name is not None: _select_rows(mods[name], keep)
             n_merged = int((match >= 0).sum()) - n_keep
@@ -335,6 +355,9 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
                                       exact_act=all(o in _HOMOGENEOUS for o in p.ops),
                                       mean_cos=None if cos is None else float(cos[~cos.isnan()].mean()) if (~cos.isnan()).any() else None))
     report.params_after = count_params(new)
+    old_ptrs = {t.data_ptr() for t in model.state_dict().values() if t.numel()}
+    if any(t.data_ptr() in old_ptrs for t in new.state_dict().values() if t.numel()):
+        raise RuntimeError("internal error: the merged model shares storage with the original")
     return new, report
 
 # %% ../nbs/12_merging.ipynb #5d9c0ce2
