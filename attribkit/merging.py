@@ -16,8 +16,13 @@ from .core import check_model
 __all__ = ['CRITERIA', 'keep_indices', 'most_sim', 'bn_affine', 'most_sim_bn', 'PrunablePair', 'find_pairs', 'MergeReport',
            'count_params', 'scale_matrix', 'merge', 'prune']
 
-# %% ../nbs/12_merging.ipynb #ed8f4f36
+# %% ../nbs/12_merging.ipynb #f3407fc7
 CRITERIA = ("l1", "l2", "l2-GM")
+
+def _rows(w: Tensor) -> Tensor:
+    "Filters as rows (N×D) in the weight's precision (at least float32)."
+    w = w.detach().reshape(w.shape[0], -1)
+    return w if w.dtype in (torch.float32, torch.float64) else w.float()
 
 def keep_indices(filters: Tensor, n_keep: int, criterion: str = "l1") -> Tensor:
     "Sorted indices of the `n_keep` rows of `filters` (N×…) kept by `criterion` (`l1`, `l2` or `l2-GM`)."
@@ -30,12 +35,7 @@ def keep_indices(filters: Tensor, n_keep: int, criterion: str = "l1") -> Tensor:
     else: raise ValueError(f"unknown pruning criterion {criterion!r}; choose one of {CRITERIA}")
     return torch.sort(torch.topk(score, n_keep).indices).values
 
-# %% ../nbs/12_merging.ipynb #7439fd87
-def _rows(w: Tensor) -> Tensor:
-    "Filters as rows (N×D) in the weight's precision (at least float32)."
-    w = w.detach().reshape(w.shape[0], -1)
-    return w if w.dtype in (torch.float32, torch.float64) else w.float()
-
+# %% ../nbs/12_merging.ipynb #acfe9e5f
 def _cos(a: Tensor, b: Tensor) -> Tensor:
     "Cosine similarity matrix (float64) between the rows of `a` and of `b`."
     an, bn = a.norm(dim=1, keepdim=True).clamp_min(1e-30), b.norm(dim=1, keepdim=True).clamp_min(1e-30)
