@@ -78,7 +78,7 @@ def multiclass_kd_loss(student_logits: Tensor, teacher_logits: Tensor, labels: T
     kd = F.kl_div(F.log_softmax(student_logits / T, 1), F.softmax(teacher_logits.detach() / T, 1), reduction="batchmean")
     return alpha * kd * T * T + (1 - alpha) * F.cross_entropy(student_logits, labels)
 
-# %% ../nbs/13_distill.ipynb #f36a4004
+# %% ../nbs/13_distill.ipynb #6b25ad2f
 def _student_teacher_maps(method, student, teacher, s_layer, t_layer, x, p, gen):
     if method == "ewa":
         with torch.no_grad(): t_logits, t_act = forward_with_activation(teacher, t_layer, x)
@@ -146,7 +146,7 @@ def distill(teacher: nn.Module, student: nn.Module, train_data, method: str = "s
                 with torch.no_grad():
                     for name, mk in masks.items(): params[name].mul_(mk)
                 b = len(x); n += b
-                for k, v in (("loss", loss), ("task", task), ("aux", aux)): tot[k] += float(v) * b
+                for k, v in (("loss", loss), ("task", task), ("aux", aux)): tot[k] += float(v.detach()) * b
             sched.step()
             for k in history: history[k].append(tot[k] / n)
     student.eval()
