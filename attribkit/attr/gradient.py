@@ -17,7 +17,7 @@ from ..core import (Attribution, register, get_method, model_scope, target_grad,
 __all__ = ['QUADRATURES', 'Saliency', 'InputXGradient', 'GradientXSign', 'PositiveInputXGradient', 'quadrature_points',
            'IntegratedGradients', 'SmoothGrad', 'VarGrad', 'GuidedIG']
 
-# %% ../../nbs/03a_attr_gradient.ipynb #aa396292
+# %% ../../nbs/03a_attr_gradient.ipynb #37aa5051
 def _setup(model: nn.Module, inputs: Tensor, target) -> Tensor:
     "Validate model and inputs; return the target as a LongTensor (predicted class when `target` is None)."
     check_inputs(inputs); check_model(model, inputs)
@@ -36,9 +36,9 @@ def _baselines(baselines, inputs: Tensor, name: str = "baselines") -> Tensor:
     elif isinstance(baselines, Tensor): b = baselines
     else:
         raise TypeError(f"`{name}` must be None, a number, a torch.Tensor or a callable, got {type(baselines).__name__}")
-    try: shape = torch.broadcast_shapes(b.shape, inputs.shape)
-    except RuntimeError: shape = None
-    if shape != inputs.shape:
+    # not torch.broadcast_shapes: its first call imports sympy (seconds)
+    fits = b.ndim <= inputs.ndim and all(s in (1, t) for s, t in zip(reversed(b.shape), reversed(inputs.shape)))
+    if not fits:
         raise ValueError(f"`{name}` of shape {tuple(b.shape)} cannot be broadcast to the inputs' shape {tuple(inputs.shape)}")
     b = b.to(device=inputs.device, dtype=inputs.dtype)
     if not torch.isfinite(b).all(): raise ValueError(f"`{name}` contains NaN or Inf")
@@ -236,7 +236,7 @@ class VarGrad(SmoothGrad):
     "VarGrad (Adebayo et al. 2018): the variance of `base` attributions over noisy copies (SmoothGrad's options)."
     reduce = "var"
 
-# %% ../../nbs/03a_attr_gradient.ipynb #407887b7
+# %% ../../nbs/03a_attr_gradient.ipynb #2e08f45e
 @register("gig")
 class GuidedIG(Attribution):
     "Guided Integrated Gradients (Kapishnikov et al. 2021), PAIR defaults, batched over the batch, float64 inside."
@@ -294,19 +294,18 @@ def _guided_ig_path(grad: Callable[[Tensor], Tensor], xi: Tensor, xb: Tensor, st
         x_start, active = x.clone(), todo.clone()
         for _ in range(d + 2):                             # each pass moves ≥ 1 feature to x_max, or finishes
             if not active.any(): break
-            x_alpha = torch.where(nonzero, (x - xb) / safe, torch.full_like(x, a_max))
+            x_alpha = torch.where(nonzero, (x - xb) / safe, a_max)
             behind = (x_alpha < a_min) & active[:, None]
             x = torch.where(behind, x_min, x)
             l1_cur = (x - xi).abs().sum(1)
             close = (l1_target - l1_cur).abs() <= torch.clamp(eps * torch.maximum(l1_target.abs(), l1_cur.abs()), min=eps)
             upd = active & ~close
-            g = torch.where(x == x_max, torch.full_like(g, math.inf), g)
+            g = g.masked_fill(x == x_max, math.inf)
             ag = g.abs()
             thr = ag.kthvalue(k, dim=1).values
             sel = (ag <= thr[:, None]) & (g != math.inf)
             l1_s = ((x - x_max).abs() * sel).sum(1)
-            gamma = torch.where(l1_s > 0, (l1_cur - l1_target) / torch.where(l1_s > 0, l1_s, torch.ones_like(l1_s)),
-                                torch.full_like(l1_s, math.inf))
+            gamma = torch.where(l1_s > 0, (l1_cur - l1_target) / l1_s, math.inf)
             big, small = upd & (gamma > 1), upd & (gamma <= 1)
             x = torch.where(sel & big[:, None], x_max, x)
             x = torch.where(sel & small[:, None], x + (x_max - x) * gamma[:, None].clamp(max=1), x)
