@@ -14,7 +14,8 @@ from .core import (as_loader, as_local, check_inputs, check_model, check_positiv
                             per_channel_minmax, predict_target, resolve_target, target_grad)
 
 # %% auto #0
-__all__ = ['rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias', 'brew_matrix']
+__all__ = ['rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias', 'brew_matrix',
+           'nib_setup', 'mia_curves']
 
 # %% ../nbs/10_mask.ipynb #6e850138
 def _minmax(a: Tensor) -> Tensor:
@@ -119,3 +120,38 @@ def brew_matrix(model: nn.Module, inputs: Tensor) -> Tensor:
         k = m(inputs[:1]).shape[1]
     with model_scope(model) as m:
         return torch.stack([target_grad(m, inputs, c) for c in range(k)], 1)
+
+# %% ../nbs/10_mask.ipynb #c6fec21d
+def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset: str = "cifar10", seed: int = 0,
+              device="cpu", layer_bias: bool = False, bn_bias: bool = False, progress: bool = True):
+    "A trained NIB VGG (`cfg`, optional Table-5 biases) and its DataSplits for a reproduction `scale` (see above)."
+    from attribkit import data, models
+    flags = dict(layer_bias=layer_bias, bn_bias=bn_bias)
+    use_cifar = scale == "paper" or (scale == "cpu" and data_root is not None and dataset in ("cifar10", "cifar100"))
+    if scale not in ("smoke", "cpu", "paper"): raise ValueError(f"`scale` must be smoke, cpu or paper, got {scale!r}")
+    if use_cifar:
+        splits = getattr(data, dataset)(data_root, augment=True, stats="attribution_mask")
+        epochs, ms = (70, (60,)) if dataset == "cifar10" else (175, (100, 150))
+        if scale == "cpu": epochs, ms = 15, (12,)
+        config = dict(cfg=cfg, num_classes=splits.num_classes, width=1 if scale == "paper" else 4, **flags)
+        recipe = dict(epochs=epochs, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352,
+                      schedule="step", milestones=ms)
+        key = f"{dataset}-attribution_mask-augment"
+    else:
+        splits = data.digits()
+        config = dict(models.DIGITS_NIB_CONFIG, cfg=cfg, width=16 if scale == "smoke" else 4, **flags)
+        recipe = dict(models.DIGITS_NIB_RECIPE, epochs=models.DIGITS_NIB_RECIPE["epochs"] * (1 if scale == "smoke" else 2))
+        key = "digits-size32-ch3-norm-seed0"
+    model, _ = models.train_cached(models.nib_vgg, config, splits.train, key, recipe, seed=seed, device=device,
+                                   progress=progress)
+    return model.to(device).eval(), splits
+
+def mia_curves(model: nn.Module, data, methods: dict, iterations: int = 10, batch_size: int = 128,
+               rescale: bool = False, seed: int = 0, progress: bool = True) -> dict[str, list[float]]:
+    "Q_0..Q_I per method (name → registry name or callable); the name 'random' gets fresh seeded draws each iteration."
+    out = {}
+    for name, method in tqdm(methods.items(), desc="methods", disable=not progress):
+        if method == "random": method = as_local("random", generator=torch.Generator().manual_seed(seed))
+        out[name] = masked_input_accuracy(model, data, method, iterations, batch_size=batch_size, rescale=rescale,
+                                          progress=False).tolist()
+    return out
