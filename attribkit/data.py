@@ -137,7 +137,7 @@ def _render_shapes(n: int, size: int, num_classes: int, n_obj: Tensor, multi: bo
         masks[idx, cls[idx, j]] = obj[idx, j]
     return img, torch.where(present, cls, -1), masks
 
-# %% ../nbs/01_data.ipynb #a9c23f6f
+# %% ../nbs/01_data.ipynb #93768884
 def shapes(n_train: int = 2000, n_test: int = 500, size: int = 32, num_classes: int = 5, label: str = "multi",
            max_objects: int = 3, noise: float = 0.05, contrast: float = 1.0, normalize: bool = True,
            seed: int = 0) -> DataSplits:
@@ -152,7 +152,9 @@ def shapes(n_train: int = 2000, n_test: int = 500, size: int = 32, num_classes: 
     n = n_train + n_test
     if label == "multi": n_obj = torch.randint(1, max_objects + 1, (n,), generator=g)
     else: n_obj = torch.ones(n, dtype=torch.long)
-    img, cls, masks = _render_shapes(n, size, num_classes, n_obj, label == "multi", noise, contrast, g)
+    parts = [_render_shapes(len(n_obj[i:i + 256]), size, num_classes, n_obj[i:i + 256], label == "multi", noise,
+                            contrast, g) for i in range(0, n, 256)]                 # chunks keep the grids in cache
+    img, cls, masks = (torch.cat(t) for t in zip(*parts))
     if normalize: mean, std = _channel_stats(img[:n_train])
     else: mean, std = torch.zeros(3), torch.ones(3)
     img = _norm(img, mean, std)

@@ -285,7 +285,7 @@ def mobilenet_v1(num_classes: int = 10, in_channels: int = 3, input_size: int = 
     _init_resnet(model)
     return model
 
-# %% ../nbs/02_models.ipynb #43b8fc7f
+# %% ../nbs/02_models.ipynb #9c0b09aa
 def _batches(data: Dataset, batch_size: int, shuffle: bool, generator: torch.Generator | None = None):
     "Yield (x, y) batches; TensorDatasets are sliced directly."
     if isinstance(data, TensorDataset):
@@ -354,7 +354,8 @@ def train(model: nn.Module, train_data: Dataset, epochs: int, lr: float = 0.05, 
             if sched is not None: sched.step()
             hist["loss"].append(tot / n); hist["acc"].append(correct / n); hist["time"].append(time.perf_counter() - t0)
             if test_data is not None:
-                hist["test_acc"].append(evaluate(model, test_data, topk=(1,), device=dev)["top1"])
+                r = evaluate(model, test_data, topk=(1,), device=dev)
+                hist["test_acc"].append(r.get("top1", r.get("label_acc")))
             bar.set_postfix(loss=f"{tot / n:.3f}", acc=f"{correct / n:.3f}")
     model.eval().to(home)
     return hist
