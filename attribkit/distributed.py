@@ -21,7 +21,7 @@ __all__ = ['is_distributed', 'rank', 'world_size', 'local_rank', 'is_main', 'bar
            'default_nproc', 'launch', 'epoch_batches', 'unwrap', 'ddp_wrap', 'atomic_save', 'save_checkpoint',
            'load_checkpoint']
 
-# %% ../nbs/21_distributed.ipynb #bc6c600a
+# %% ../nbs/21_distributed.ipynb #d356c0e4
 def is_distributed() -> bool:
     "True inside an initialised process group of more than one process."
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
@@ -52,16 +52,17 @@ def default_backend() -> str:
 
 def device(device: str | torch.device = "auto") -> torch.device:
     "'auto' → this rank's GPU (`cuda:LOCAL_RANK`) when CUDA is available, else CPU; anything else → torch.device."
-    if device in (None, "auto"): return torch.device(f"cuda:{local_rank()}") if torch.cuda.is_available() else torch.device("cpu")
+    if device in (None, "auto"):
+        return torch.device(f"cuda:{local_rank() % torch.cuda.device_count()}") if torch.cuda.is_available() else torch.device("cpu")
     return torch.device(device)
 
-# %% ../nbs/21_distributed.ipynb #0bc75ab3
+# %% ../nbs/21_distributed.ipynb #3bc2cc16
 def init(backend: str | None = None, timeout_s: float = 1800.0) -> bool:
     "Join the process group described by torchrun's environment (once); return `is_distributed()`."
     if dist.is_initialized(): return is_distributed()
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1: return False
     b = backend or default_backend()
-    if b == "nccl": torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if b == "nccl": torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     dist.init_process_group(b, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
     return is_distributed()
 
