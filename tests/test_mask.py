@@ -9,7 +9,7 @@ from attribkit.models import nib_vgg
 
 def nib(**flags):
     torch.manual_seed(0)
-    m = nib_vgg("vgg13-6", num_classes=4, input_size=8, width=16, hidden=32, dropout=0.0, **flags).double().eval()
+    m = nib_vgg("vgg13-6", num_classes=4, input_size=8, width=8, hidden=128, dropout=0.0, init="kaiming", **flags).double().eval()
     for mod in m.modules():  # non-trivial running statistics, so BN is not the identity
         if hasattr(mod, "running_var") and mod.running_var is not None: mod.running_var.uniform_(0.5, 2.0)
     return m
@@ -35,8 +35,9 @@ def test_implicit_bias_zero_for_nib_nonzero_with_bias():
     assert implicit_bias(nib(), x, y).abs().max() < 1e-10
     for flags in (dict(layer_bias=True), dict(bn_bias=True)):
         m = nib(**flags)
-        for p in m.parameters():  # biases start at zero: give them values
-            if p.ndim == 1: p.data.uniform_(-0.5, 0.5)
+        for name, p in m.named_parameters():  # biases start at zero: give them values
+            if name.endswith("bias"): p.data.uniform_(-0.5, 0.5)
+        assert m(x).abs().max() > 0
         assert implicit_bias(m, x, y).abs().max() > 1e-3, flags
 
 
