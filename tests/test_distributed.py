@@ -10,6 +10,7 @@ from torch import nn
 
 from attribkit import distributed as D
 from attribkit.metrics import evaluate_pixel_flipping, evaluate_localization, roar
+from attribkit.mask import masked_input_accuracy
 
 D64 = torch.float64
 
@@ -63,6 +64,7 @@ def _evaluations(path=None):
             "indices": D.gather(list(D.shard(7).indices), D.shard(7)),       # 7 items over 2 ranks
             "pf": evaluate_pixel_flipping(model, (x, y), _gxi, batch_size=3, steps=6, progress=False, seed=5),
             "auc": evaluate_localization(model, (x, y, m), _gxi, "mask_auc", batch_size=4, progress=False),
+            "mia": masked_input_accuracy(model, (x, y), _gxi, iterations=3, batch_size=4, progress=False),
             "pg": evaluate_localization(model, (x, y, m), _gxi, "pointing_game", batch_size=4, tolerance=1, progress=False),
             "roar": roar(tr, te, _roar_attr, _factory, _train, fractions=(0.5,), repeats=2, batch_size=16,
                          fill="zero", progress=False, seed=3),
@@ -107,6 +109,7 @@ def test_sharded_evaluations_equal_one_process(one, two):
     assert torch.equal(one["pf"].curves, two["pf"].curves) and torch.equal(one["pf"].auc, two["pf"].auc)
     assert torch.allclose(one["auc"].scores, two["auc"].scores, atol=1e-6, rtol=0, equal_nan=True)
     assert abs(one["auc"].mean - two["auc"].mean) <= 1e-6
+    assert torch.equal(one["mia"], two["mia"]) and len(one["mia"]) == 4                        # MIA accuracies: exact
     assert torch.equal(one["pg"].scores, two["pg"].scores) and one["pg"].mean == two["pg"].mean   # accuracy: exact
     for k in one["roar"].scores: assert torch.equal(one["roar"].scores[k], two["roar"].scores[k])   # accuracies: exact
 
