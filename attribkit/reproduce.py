@@ -340,18 +340,30 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
     parts.append("</body></html>")
     return atomic_write_text(hdir / "index.html", "\n".join(parts))
 
-# %% ../nbs/20_reproduce.ipynb #ae21244e
+# %% ../nbs/20_reproduce.ipynb #06d77b6d
 def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
 
 def run_all(nbs_dir="nbs/repro", out="results", scale: str = "smoke", seed: int = 0, device: str = "auto",
             data_root: str | None = None, only: Sequence[str] | None = None, jobs: int = 1, force: bool = False,
-            progress: bool = True) -> list[dict]:
+            progress: bool = True, nproc: int = 1) -> list[dict]:
     "Run the repro notebooks, skipping unchanged ones unless `force`; write state, summary.md and the HTML report."
     from tqdm.auto import tqdm
     if scale not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1: raise ValueError(f"`jobs` must be an integer >= 1, got {jobs!r}")
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1: raise ValueError(f"`nproc` must be an integer >= 1, got {nproc!r}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:   # started by torchrun: one runner per rank
+        return _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress)
+    old = os.environ.get("ATTRIBKIT_NPROC")
+    os.environ["ATTRIBKIT_NPROC"] = str(nproc)        # read by attribkit.distributed.launch in the kernels
+    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress)
+    finally:
+        if old is None: os.environ.pop("ATTRIBKIT_NPROC", None)
+        else: os.environ["ATTRIBKIT_NPROC"] = old
+
+def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, dist_hooks=None) -> list[dict]:
+    from tqdm.auto import tqdm
     root = repo_root()
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir), Path(out))]
     notebooks = discover(nbs_dir, only)
@@ -366,6 +378,7 @@ def run_all(nbs_dir="nbs/repro", out="results", scale: str = "smoke", seed: int 
                 and (out / f"{nb.stem}.json").exists() and (out / "executed" / nb.name).exists()):
             records[nb.stem] = {**prev["record"], "status": "skipped"}
         else: todo.append((nb, key))
+    if dist_hooks is not None: return dist_hooks(notebooks, todo, params, out, root)
     bar = None
     def finish(rec: dict, key: str):
         records[rec["name"]] = rec
@@ -399,6 +412,58 @@ def run_all(nbs_dir="nbs/repro", out="results", scale: str = "smoke", seed: int 
     html_report(ordered, params, out, root)
     return ordered
 
+def _visible_gpu(local_rank: int) -> str | None:
+    "The CUDA_VISIBLE_DEVICES entry for a local rank (None without GPUs)."
+    import torch
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devs = [d for d in vis.split(",") if d.strip()] if vis is not None else [str(i) for i in range(torch.cuda.device_count())]
+    return devs[local_rank % len(devs)] if devs else None
+
+def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress) -> list[dict]:
+    "run_all under torchrun: every rank runs the notebooks rank 0 selects; each notebook's kernels form one group."
+    from attribkit import distributed as D
+    from tqdm.auto import tqdm
+    D.init("gloo")                                    # the runners' own group (coordination only)
+    r, w = D.rank(), D.world_size()
+    def hooks(notebooks, todo, params, out_main, root):
+        names = D.agree([nb.stem for nb, _ in todo])   # rank 0 decides what is stale
+        by = {nb.stem: nb for nb in notebooks}
+        out_r = out_main if r == 0 else out_main / f".rank{r}"
+        p = dict(params, out_dir=str(out_r))
+        recs, env0 = [], dict(os.environ)
+        gpu = _visible_gpu(int(os.environ.get("LOCAL_RANK", "0")))
+        for name in tqdm(names, desc=f"notebooks (rank {r}/{w})", disable=not (progress and r == 0)):
+            port = D.agree(D.free_port() if r == 0 else None)
+            os.environ.update(MASTER_PORT=str(port), ATTRIBKIT_NPROC=str(w))
+            os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)   # the kernels host their own store on `port`
+            if gpu is not None: os.environ.update(CUDA_VISIBLE_DEVICES=gpu, LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+            try: recs.append(_run_task((str(by[name]), p, str(out_r / "executed"), str(out_r), str(root))))
+            finally: os.environ.clear(); os.environ.update(env0)
+            D.barrier()
+        return recs
+    recs = _run_all(nbs_dir, out, scale, seed, device, data_root, only, 1, force, progress, dist_hooks=hooks)
+    if r != 0: return recs
+    return _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs)   # rank 0: state, summary, report
+
+def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs) -> list[dict]:
+    "Rank 0 after a torchrun pass: fold the fresh records into the state, write summary.md and the report."
+    root = repo_root()
+    nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir), Path(out))]
+    notebooks = discover(nbs_dir, only)
+    params = {"scale": scale, "data_root": None if data_root is None else str(Path(data_root).resolve()),
+              "device": device, "seed": int(seed), "out_dir": str(out)}
+    state_path, lib = out / ".reproduce-state.json", library_fingerprint()
+    state, fresh = _load_state(state_path), {rec["name"]: rec for rec in recs}
+    for nb in notebooks:
+        if nb.stem in fresh:
+            state[nb.stem] = {"key": input_key(nb, params, lib), "status": fresh[nb.stem]["status"], "record": fresh[nb.stem],
+                              "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    atomic_write_text(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
+    ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "skipped"} for nb in notebooks]
+    atomic_write_text(out / "summary.md", summary_markdown(ordered, params))
+    html_report(ordered, params, out, root)
+    return ordered
+
 def terminal_table(records: list[dict]) -> str:
     "The final plain-text table printed by the command."
     rows = [("notebook", "status", "claims ✔/✘", "wall s", "note")]
@@ -418,11 +483,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="torch device passed to the notebooks (default: auto)")
     p.add_argument("--seed", type=int, default=0, help="seed passed to the notebooks")
     p.add_argument("--jobs", type=int, default=1, help="notebooks run at once, each in its own process (default 1)")
+    p.add_argument("--nproc", type=int, default=1, help="processes for each notebook's distributed heavy steps "
+                   "(attribkit.distributed.launch; default 1). Several machines: torchrun --nnodes M --nproc_per_node N -m attribkit.reproduce")
     p.add_argument("--out", default="results", help="results folder (default: results/ at the repository root)")
     p.add_argument("--force", action="store_true", help="rerun notebooks whose inputs did not change")
     p.add_argument("--nbs-dir", default="nbs/repro", help="folder of repro notebooks (default: nbs/repro)")
     a = p.parse_args(argv)
     if a.jobs < 1: p.error("--jobs must be >= 1")
+    if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -431,9 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
-                       only=a.only, jobs=a.jobs, force=a.force)
+                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
+    if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports
     out = Path(a.out) if Path(a.out).is_absolute() else repo_root() / a.out
     print(terminal_table(recs))
     failed = [r["name"] for r in recs if r["status"] == "failed"]
