@@ -32,4 +32,11 @@ d = { 'settings': { 'branch': 'main',
                                 'attribkit.core.resolve_device': ('core.html#resolve_device', 'attribkit/core.py'),
                                 'attribkit.core.resolve_target': ('core.html#resolve_target', 'attribkit/core.py'),
                                 'attribkit.core.seed_everything': ('core.html#seed_everything', 'attribkit/core.py'),
-                                'attribkit.core.target_grad': ('core.html#target_grad', 'attribkit/core.py')}}}
+                                'attribkit.core.target_grad': ('core.html#target_grad', 'attribkit/core.py')},
+            'attribkit.dga': { 'attribkit.dga.DGA': ('dga.html#dga', 'attribkit/dga.py'),
+                               'attribkit.dga.DGA.__init__': ('dga.html#dga.__init__', 'attribkit/dga.py'),
+                               'attribkit.dga.DGA.attribute': ('dga.html#dga.attribute', 'attribkit/dga.py'),
+                               'attribkit.dga.DGA.next_mask': ('dga.html#dga.next_mask', 'attribkit/dga.py'),
+                               'attribkit.dga._expand': ('dga.html#_expand', 'attribkit/dga.py'),
+                               'attribkit.dga.epc_mask': ('dga.html#epc_mask', 'attribkit/dga.py'),
+                               'attribkit.dga.wc_mask': ('dga.html#wc_mask', 'attribkit/dga.py')}}}
