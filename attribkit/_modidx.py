@@ -38,5 +38,6 @@ d = { 'settings': { 'branch': 'main',
                                'attribkit.dga.DGA.attribute': ('dga.html#dga.attribute', 'attribkit/dga.py'),
                                'attribkit.dga.DGA.next_mask': ('dga.html#dga.next_mask', 'attribkit/dga.py'),
                                'attribkit.dga._expand': ('dga.html#_expand', 'attribkit/dga.py'),
+                               'attribkit.dga.appendix_dga': ('dga.html#appendix_dga', 'attribkit/dga.py'),
                                'attribkit.dga.epc_mask': ('dga.html#epc_mask', 'attribkit/dga.py'),
                                'attribkit.dga.wc_mask': ('dga.html#wc_mask', 'attribkit/dga.py')}}}

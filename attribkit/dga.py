@@ -11,7 +11,7 @@ from .core import (Attribution, as_local, batch_quantile, check_inputs, check_mo
                             model_scope, predict_target, register, resolve_target)
 
 # %% auto #0
-__all__ = ['wc_mask', 'epc_mask', 'DGA']
+__all__ = ['wc_mask', 'epc_mask', 'DGA', 'appendix_dga']
 
 # %% ../nbs/11_dga.ipynb #f2a9bb43
 def _expand(v: Tensor, like: Tensor) -> Tensor:
@@ -59,3 +59,23 @@ class DGA(Attribution):
                 if n + 1 < self.n_steps: x = inputs.detach() * self.next_mask(phi, (n + 1) / self.n_steps)
         out = total / self.n_steps
         return (out, torch.stack(path)) if return_path else out
+
+# %% ../nbs/11_dga.ipynb #166cd4aa
+def appendix_dga(inputs: Tensor, model: nn.Module, target: Tensor, local: Callable, epc_ratio: float = 0.9,
+                 n_steps: int = 30) -> Tensor:
+    "The paper's appendix DGA listing run per sample (reference for tests and benchmarks; slow)."
+    outs = []
+    with model_scope(model) as m:
+        for x0, t in zip(inputs, target):
+            x0, attribution, cur = x0[None], 0, x0[None].clone()
+            for step in range(n_steps):
+                phi = local(m, cur, t[None]).detach()
+                thres = phi.abs().flatten(1).quantile((step + 1) / n_steps, dim=-1, keepdim=True)
+                wc = 1 - (phi.abs() <= thres.view(-1, *[1] * (phi.ndim - 1))).to(phi.dtype)
+                thres = phi.flatten(1).quantile(epc_ratio, dim=-1, keepdim=True)
+                epc = 1 - (phi >= thres.view(-1, *[1] * (phi.ndim - 1))).to(phi.dtype)
+                r = (step + 1) / n_steps
+                attribution = attribution + torch.relu(phi)
+                cur = x0 * (r * wc + (1 - r) * epc)
+            outs.append(attribution / n_steps)
+    return torch.cat(outs)

@@ -2,7 +2,7 @@
 import pytest, torch
 from torch import nn
 from attribkit.core import target_grad, model_scope
-from attribkit.dga import DGA, epc_mask, wc_mask
+from attribkit.dga import DGA, appendix_dga, epc_mask, wc_mask
 
 
 def gxi(model, x, t):
@@ -15,30 +15,12 @@ def cnn():
                          nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 5)).double().eval()
 
 
-def reference_dga(inputs, model, target, epc_ratio=0.9, n_steps=30):
-    "The appendix listing, one sample at a time, with `keepdim` (the listing's numpy spelling fixed)."
-    outs = []
-    for x0, t in zip(inputs, target):
-        x0 = x0[None]; attribution = 0; cur = x0.clone()
-        for step in range(n_steps):
-            local = gxi(model, cur, t[None]).detach()
-            thres = local.abs().flatten(1).quantile((step + 1) / n_steps, dim=-1, keepdim=True).unflatten(-1, [1, 1, 1])
-            wc = 1 - (local.abs() <= thres).double()
-            thres = local.flatten(1).quantile(epc_ratio, dim=-1, keepdim=True).unflatten(-1, [1, 1, 1])
-            epc = 1 - (local >= thres).double()
-            mask = ((step + 1) / n_steps) * wc + (1 - (step + 1) / n_steps) * epc
-            attribution = attribution + torch.relu(local)
-            cur = x0 * mask
-        outs.append(attribution / n_steps)
-    return torch.cat(outs)
-
-
 @pytest.mark.parametrize("n_steps, q", [(30, 0.9), (7, 0.6), (10, 1.0)])
 def test_matches_appendix_listing(n_steps, q):
     m, x = cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64)
     t = torch.tensor([0, 1, 2, 3])
     ours = DGA(m, local=gxi, n_steps=n_steps, epc_ratio=q).attribute(x, t)
-    torch.testing.assert_close(ours, reference_dga(x, m, t, q, n_steps), rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(ours, appendix_dga(x, m, t, gxi, q, n_steps), rtol=1e-5, atol=1e-8)
 
 
 def test_batched_equals_per_sample_and_deterministic():
