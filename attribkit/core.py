@@ -12,9 +12,9 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
-           'target_grad', 'activation_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward',
-           'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'Attribution',
-           'register', 'available_methods', 'get_method', 'attribute', 'as_local']
+           'get_layer', 'target_grad', 'activation_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad',
+           'batched_forward', 'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device',
+           'Attribution', 'register', 'available_methods', 'get_method', 'attribute', 'as_local']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def check_inputs(inputs, name: str = "inputs", min_ndim: int = 2, ndim: int | None = None) -> Tensor:
@@ -112,7 +112,20 @@ def model_scope(model: nn.Module, eval: bool = True, freeze: bool = True) -> Ite
         for m, t in modes.items(): m.training = t
         for p, g in grads.items(): p.requires_grad_(g)
 
-# %% ../nbs/00_core.ipynb #a127503f
+# %% ../nbs/00_core.ipynb #9905f709
+def get_layer(model: nn.Module, layer: str | nn.Module) -> nn.Module:
+    "The submodule `layer` of `model` (a module or a dotted name); an unknown name lists the closest ones."
+    import difflib
+    if isinstance(layer, nn.Module):
+        if not any(m is layer for m in model.modules()): raise ValueError("`layer` is not a submodule of `model`")
+        return layer
+    names = dict(model.named_modules())
+    if layer not in names or layer == "":
+        close = difflib.get_close_matches(str(layer), [n for n in names if n], n=5, cutoff=0.3)
+        raise ValueError(f"`layer` {layer!r} not found in the model; closest names: {close}")
+    return names[layer]
+
+# %% ../nbs/00_core.ipynb #72e67e35
 def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = False,
                 return_logits: bool = False):
     "Gradient of the selected logits f_k(x) w.r.t. `inputs` (and, optionally, those logits)."
@@ -124,7 +137,7 @@ def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = F
         grad, = torch.autograd.grad(logits.sum(), x, create_graph=create_graph)
     return (grad, logits) if return_logits else grad
 
-# %% ../nbs/00_core.ipynb #7f755741
+# %% ../nbs/00_core.ipynb #ad293915
 def activation_bytes(model: nn.Module, sample: Tensor) -> int:
     "Bytes of all leaf-module outputs for one sample (a single forward pass, no gradients)."
     total = [sample[:1].numel() * sample.element_size()]
@@ -154,7 +167,7 @@ def batched_forward(model: nn.Module, rows: Tensor, internal_batch_size: int) ->
     "Model outputs for many rows without gradients, in chunks of `internal_batch_size`."
     return torch.cat([model(rows[s]) for s in chunks(len(rows), internal_batch_size)])
 
-# %% ../nbs/00_core.ipynb #ce8e23a4
+# %% ../nbs/00_core.ipynb #a677012d
 def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:
     "A non-shuffling DataLoader over `data` (a DataLoader is returned unchanged; a Dataset or a tuple of tensors is wrapped)."
     from torch.utils.data import DataLoader, Dataset, TensorDataset
@@ -164,7 +177,7 @@ def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:
         raise TypeError(f"`data` must be a DataLoader, a Dataset or a tuple of tensors, got {type(data).__name__}")
     return DataLoader(data, batch_size=check_positive_int(batch_size, "batch_size"), shuffle=False)
 
-# %% ../nbs/00_core.ipynb #bcd63a0c
+# %% ../nbs/00_core.ipynb #9f84b940
 def per_channel_minmax(a: Tensor) -> Tensor:
     "Min-max normalise each (sample, channel) over the remaining dims; a constant channel gives 0."
     flat = a.flatten(2)
@@ -183,7 +196,7 @@ def batch_quantile(x: Tensor, q: float) -> Tensor:
     v_hi = flat.kthvalue(lo + 2, dim=1).values
     return v_lo + frac * (v_hi - v_lo)
 
-# %% ../nbs/00_core.ipynb #480e983a
+# %% ../nbs/00_core.ipynb #c689d584
 def seed_everything(seed: int = 0) -> torch.Generator:
     "Seed Python, NumPy and torch; return a torch.Generator seeded with `seed`."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
@@ -194,7 +207,7 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if device in (None, "auto"): return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
-# %% ../nbs/00_core.ipynb #16dc6a26
+# %% ../nbs/00_core.ipynb #c11822ec
 _REGISTRY: dict[str, type] = {}
 
 class Attribution:

@@ -1,0 +1,137 @@
+"attribkit-reproduce on two fixture notebooks (one raises), the results schema, and the offline HTML index."
+import json, os, shutil, subprocess, tempfile
+from pathlib import Path
+import pytest
+import attribkit
+from attribkit.reproduce import main, save_results, validate_results, load_results, table
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    "Three runs in one temporary root: first (2 jobs), plain rerun, `--force --only ok`; papermill runs `ok` twice."
+    root = tmp_path_factory.mktemp("repro")
+    pkg_parent = str(Path(attribkit.__file__).resolve().parent.parent)  # kernels must import this checkout's attribkit
+    common = ["--nbs-dir", str(FIXTURES), "--out", "out", "--seed", "3", "--device", "cpu", "--data-root", str(root / "data")]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.setenv("PYTHONPATH", os.pathsep.join([pkg_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        mp.setenv("OMP_NUM_THREADS", "1")
+        out, snap = root / "out", []
+        def snapshot(rc):
+            ok = json.loads((out / "ok.json").read_text())
+            snap.append(dict(rc=rc, summary=(out / "summary.md").read_text(), created=ok["created"],
+                             ok_mtime=(out / "executed" / "ok.ipynb").stat().st_mtime_ns,
+                             fail_mtime=(out / "executed" / "fail.ipynb").stat().st_mtime_ns, ok=ok,
+                             index=(out / "html" / "index.html").read_text()))
+        snapshot(main(common + ["--jobs", "2"]))
+        snapshot(main(common))
+        snapshot(main(common + ["--only", "ok", "--force"]))
+    return root, snap
+
+
+def test_summary_lists_both_and_failure_names_cell(runs):
+    root, (first, *_) = runs
+    s = first["summary"]
+    assert "## ok" in s and "## fail" in s
+    assert "| fail | failed |" in s and "| ok | ok | 1/0 |" in s
+    # fail.ipynb: cell 0 parameters, 1 markdown, 2 `x = seed + 1`, 3 raises
+    assert 'cell 3 (0-based, `raise RuntimeError(f"fixture failure at seed {seed}")`)' in s
+    assert "RuntimeError: fixture failure at seed 3" in s
+    assert "| value | 0.5 | 0.6 |" in s and "✔ measured value below the paper's" in s
+
+
+def test_exit_code_nonzero_when_a_notebook_fails(runs):
+    _, snap = runs
+    assert snap[0]["rc"] == 1 and snap[1]["rc"] == 1   # fail.ipynb is in both
+    assert snap[2]["rc"] == 0                          # only ok.ipynb
+
+
+def test_parameters_reach_notebook(runs):
+    root, (first, *_) = runs
+    ok = first["ok"]
+    assert ok["seed"] == 3 and ok["measured"]["seed x 2"] == 6
+    assert ok["extra"] == {"data_root": str((root / "data").resolve()), "device": "cpu"}
+    assert (root / "figures" / "ok.png").exists()      # the notebook ran with cwd = root
+    validate_results(ok)
+
+
+def test_rerun_skips_finished_and_force_reruns(runs):
+    _, (first, second, third) = runs
+    assert "status: **skipped**" in second["summary"].split("## ok")[1]
+    assert second["ok_mtime"] == first["ok_mtime"] and second["created"] == first["created"]
+    assert second["fail_mtime"] != first["fail_mtime"]          # failed notebooks always run again
+    assert "status: **ok**" in third["summary"] and "## fail" not in third["summary"]
+    assert third["ok_mtime"] != second["ok_mtime"]
+
+
+def test_html_report_offline_links(runs):
+    root, (first, *_) = runs
+    h, idx = root / "out" / "html", first["index"]
+    assert "src='figures/ok.png'" in idx and (h / "figures" / "ok.png").exists()
+    assert "href='ok.html'" in idx and "href='fail.html'" in idx and (h / "ok.html").exists()
+    assert "http" not in idx
+
+
+def good():
+    return {"schema": 1, "name": "x", "scale": "smoke", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
+            "claims": [{"claim": "a < paper", "holds": True, "detail": ""}],
+            "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
+            "created": "2026-01-01T00:00:00+00:00", "extra": {}}
+
+
+@pytest.mark.parametrize("change, msg", [
+    (lambda d: d.pop("seed"), "miss the keys"),
+    (lambda d: d.update(foo=1), "unknown keys"),
+    (lambda d: d.update(scale="huge"), "`scale`"),
+    (lambda d: d.update(seed=True), "`seed`"),
+    (lambda d: d.update(measured={}), "`measured` is empty"),
+    (lambda d: d["measured"].update(b=float("nan")), "non-finite"),
+    (lambda d: d["measured"].update(b=[1, 2]), "must be a number"),
+    (lambda d: d["paper"].update(b={"mean": 1.0}), "'mean', 'std'"),
+    (lambda d: d["claims"][0].update(holds=1), "holds"),
+    (lambda d: d["claims"][0].pop("detail"), "exactly the keys"),
+    (lambda d: d.update(versions={"python": "3"}), "`versions`"),
+    (lambda d: d.update(wall_time=-1.0), "`wall_time`"),
+    (lambda d: d.update(name="../x"), "`name`"),
+    (lambda d: d.update(schema=2), "`schema`"),
+])
+def test_validate_rejects_bad_dicts(change, msg):
+    validate_results(good())
+    d = good(); change(d)
+    with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace("[", r"\[")):
+        validate_results(d)
+
+
+def test_save_results_atomic_and_plain(tmp_path):
+    import numpy as np, torch
+    p = save_results("r", {"a": np.float32(0.5), "b": torch.tensor(2), "c": {"mean": np.float64(1), "std": 0.1, "n": 3}},
+                     {"a": 0.6}, [{"claim": "c", "holds": torch.tensor(True), "detail": "d"}], "cpu", np.int64(4), out_dir=tmp_path)
+    d = load_results(p)
+    assert d["measured"] == {"a": 0.5, "b": 2, "c": {"mean": 1.0, "std": 0.1, "n": 3}} and d["seed"] == 4
+    assert d["claims"][0]["holds"] is True and d["versions"]["attribkit"] == attribkit.__version__
+    assert [f.name for f in tmp_path.iterdir()] == ["r.json"]       # no temporary file left behind
+    with pytest.raises(ValueError, match="holds"):
+        save_results("r", {"a": 1}, {}, [{"claim": "c", "holds": "no", "detail": ""}], "cpu", 0, out_dir=tmp_path)
+    assert load_results(p)["seed"] == 4                               # a rejected save leaves the old file intact
+    assert table({"a": 1}, {"b": 2}).splitlines()[2:] == ["| a | 1 | — |", "| b | — | 2 |"]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_index_screenshot_not_blank(runs, tmp_path):
+    root, _ = runs
+    png = tmp_path / "shot.png"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                    f"--screenshot={png}", "--window-size=1200,900", (root / "out" / "html" / "index.html").as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    from PIL import Image
+    im = Image.open(png).convert("RGB")
+    colors = im.getcolors(maxcolors=1 << 20)
+    assert colors is not None and len(colors) > 50                     # text, table and the bar chart, not one flat colour
+    # the figure's orange bar (tab:orange, #ff7f0e) is on screen, so the <img> loaded from the relative path
+    assert any(abs(r - 255) < 20 and abs(g - 127) < 30 and b < 60 for _, (r, g, b) in colors)
