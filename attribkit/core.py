@@ -14,7 +14,7 @@ from torch import nn, Tensor
 __all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
            'get_layer', 'target_grad', 'activation_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad',
            'batched_forward', 'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device',
-           'Attribution', 'register', 'available_methods', 'get_method', 'attribute', 'as_local']
+           'Attribution', 'register', 'available_methods', 'get_method', 'attribute', 'as_local', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def check_inputs(inputs, name: str = "inputs", min_ndim: int = 2, ndim: int | None = None) -> Tensor:
@@ -257,3 +257,15 @@ def as_local(method: str | Callable, **kwargs) -> Callable[[nn.Module, Tensor, T
     def local(model, inputs, target=None):
         return attribute(model, inputs, target, method=method, **kwargs)
     return local
+
+# %% ../nbs/00_core.ipynb #a5a80666
+@register("random")
+class RandomAttribution(Attribution):
+    "Uniform random attributions in [0, 1) (a control); seeded by `seed` or drawn from a persistent `generator`."
+    def __init__(self, model: nn.Module, seed: int = 0, generator: torch.Generator | None = None):
+        super().__init__(model)
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+    def attribute(self, inputs: Tensor, target=None) -> Tensor:
+        "Random attributions with the shape, dtype and device of `inputs`."
+        check_inputs(inputs)
+        return torch.rand(inputs.shape, generator=self.generator, dtype=inputs.dtype).to(inputs.device)
