@@ -1,8 +1,9 @@
 "DGA against an independent re-implementation of the paper's appendix listing, and its contract."
 import pytest, torch
 from torch import nn
-from attribkit.core import target_grad, model_scope
-from attribkit.dga import DGA, appendix_dga, epc_mask, wc_mask
+from attribkit.core import target_grad, model_scope, attribute, as_local
+from attribkit.attr.cam import UniformFullGrad
+from attribkit.dga import DGA, appendix_dga, epc_mask, wc_mask, flip_scores, paired_difference
 
 
 def gxi(model, x, t):
@@ -72,3 +73,63 @@ def test_contract_shape_dtype_device_hygiene():
 def test_bad_config(kw, msg):
     with pytest.raises(ValueError, match=msg):
         DGA(cnn(), local=gxi, **kw)
+
+
+def bn_cnn():
+    torch.manual_seed(1)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 5)).double()
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-0.5, 0.5); m[1].running_var.uniform_(0.5, 2.0); m[1].bias.uniform_(-0.3, 0.3)
+    return m.eval()
+
+
+def test_default_local_is_ufg_and_one_step_is_relu_ufg():
+    m, x = bn_cnn(), torch.randn(3, 3, 8, 8, dtype=torch.float64)
+    ufg = UniformFullGrad(m).attribute(x, 2)
+    assert DGA(m).local is not None and DGA(m, n_steps=1).attribute(x, 2).equal(DGA(m, local="ufg", n_steps=1).attribute(x, 2))
+    torch.testing.assert_close(DGA(m, n_steps=1).attribute(x, 2), ufg.clamp_min(0))
+    assert (ufg < 0).any()  # UFG is signed, so the ReLU matters
+
+
+@pytest.mark.parametrize("n_steps, q", [(30, 0.9), (8, 0.7)])
+def test_dga_ufg_matches_appendix_listing(n_steps, q):
+    m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([4, 0, 1, 3])
+    ours = attribute(m, x, t, method="dga", n_steps=n_steps, epc_ratio=q)
+    ref = appendix_dga(x, m, t, as_local("ufg"), q, n_steps)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-8)
+    assert not torch.allclose(ours, DGA(m, n_steps=1).attribute(x, t))  # the distillation sequence changes the map
+
+
+def test_relu_variants_of_ig_and_gig():
+    gradient = pytest.importorskip("attribkit.attr.gradient")
+    m, x = bn_cnn(), torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    ig = gradient.IntegratedGradients(m, n_steps=12).attribute(x, 1)
+    torch.testing.assert_close(attribute(m, x, 1, method="ig_p1", n_steps=12), ig.clamp_min(0))
+    p2 = attribute(m, x, 1, method="ig_p2", n_steps=12)
+    torch.testing.assert_close(p2, gradient.IntegratedGradients(m, n_steps=12, relu_inside=True).attribute(x, 1))
+    assert (p2 >= ig.clamp_min(0) - 1e-10).all() and not torch.allclose(p2, ig.clamp_min(0))
+    gig = gradient.GuidedIG(m, n_steps=16).attribute(x, 1)
+    torch.testing.assert_close(attribute(m, x, 1, method="gig_p1", n_steps=16), gig.clamp_min(0))
+    g2 = attribute(m, x, 1, method="gig_p2", n_steps=16)
+    assert (g2 >= gig.clamp_min(0) - 1e-10).all() and not torch.allclose(g2, gig.clamp_min(0))
+
+
+def test_flip_protocol_hand_computed():
+    pytest.importorskip("attribkit.metrics")
+    lin = nn.Sequential(nn.Flatten(), nn.Linear(4, 2, bias=False)).double()
+    with torch.no_grad(): lin[1].weight.copy_(torch.tensor([[1., 2., 3., 4.], [0., 0., 0., 0.]]))
+    x = torch.ones(1, 1, 2, 2, dtype=torch.float64)
+    s = flip_scores(lin, x, x * lin[1].weight[0].view(1, 1, 2, 2), 0, steps=4)
+    # MoRF removes 4, 3, 2, 1 → logits 10, 6, 3, 1, 0; LeRF removes 1, 2, 3, 4 → 10, 9, 7, 4, 0 (zero fill)
+    torch.testing.assert_close(s["morf_logit"], torch.tensor([0.25 * (5 + 6 + 3 + 1)], dtype=torch.float64))
+    torch.testing.assert_close(s["lerf_logit"], torch.tensor([0.25 * (5 + 9 + 7 + 4)], dtype=torch.float64))
+    p = torch.sigmoid(torch.tensor([10., 6., 3., 1., 0.], dtype=torch.float64))
+    torch.testing.assert_close(s["morf_prob"], torch.trapezoid(p, dx=0.25)[None])
+
+
+def test_paired_difference():
+    a, b = torch.tensor([1., 2., 3., 4.]), torch.tensor([0., 2., 2., 2.])
+    d = paired_difference(a, b)
+    assert d["n"] == 4 and abs(d["mean"] - 1.0) < 1e-12
+    assert abs(d["std"] - (2 / 3) ** 0.5 / 2) < 1e-12  # differences 1, 0, 1, 2: sample variance 2/3, SE = s/√4
