@@ -1,0 +1,183 @@
+"Tests for attribkit.vsal: closed-form Kronecker KL vs the dense form, top-k operators, encoder, frozen classifier."
+import copy
+import pytest
+import torch
+from torch import nn
+from torch.distributions import MultivariateNormal, kl_divergence
+from attribkit.core import attribute, available_methods
+from attribkit.vsal import (SoftTVPrior, SaliencyEncoder, VariationalSaliency, ar1_precision, gumbel_topk, hard_topk,
+                            kronecker_gaussian_kl, sinkhorn_topk, topk_count, tv_precision)
+
+D64 = torch.float64
+
+
+def dense_kl(mu, log_var, Ph, Pw):
+    "KL through torch.distributions with the dense HW×HW Kronecker covariance (row-major vectorisation)."
+    H, W = mu.shape[-2:]
+    cov = torch.kron(torch.linalg.inv(Ph), torch.linalg.inv(Pw))
+    p = MultivariateNormal(torch.zeros(H * W, dtype=mu.dtype), covariance_matrix=cov)
+    q = MultivariateNormal(mu.reshape(-1, H * W), covariance_matrix=torch.diag_embed(log_var.reshape(-1, H * W).exp()))
+    return kl_divergence(q, p).reshape(mu.shape[:-2])
+
+
+PRIORS = [SoftTVPrior("ar1", 0.9), SoftTVPrior("ar1", 0.3), SoftTVPrior("tv", 2.0), SoftTVPrior("tv", 0.1), SoftTVPrior("iid")]
+
+
+@pytest.mark.parametrize("prior", PRIORS, ids=lambda p: f"{p.kind}-{p.strength}")
+@pytest.mark.parametrize("hw", [(1, 1), (1, 5), (3, 4), (8, 8), (8, 2)])
+def test_kl_matches_dense(prior, hw):
+    H, W = hw
+    g = torch.Generator().manual_seed(H * 10 + W)
+    mu = 2 * torch.randn(2, 3, H, W, generator=g, dtype=D64)
+    lv = torch.randn(2, 3, H, W, generator=g, dtype=D64)
+    Ph, lh, Pw, lw = prior.factors(H, W, D64)
+    ref = dense_kl(mu, lv, Ph, Pw)
+    for ours in (kronecker_gaussian_kl(mu, lv, Ph, Pw, lh, lw), kronecker_gaussian_kl(mu, lv, Ph, Pw)):
+        assert ours.shape == (2, 3)
+        torch.testing.assert_close(ours, ref, rtol=1e-5, atol=0)
+    torch.testing.assert_close(kronecker_gaussian_kl(mu, lv, Ph, Pw, reduction="sum"), ref.sum(), rtol=1e-5, atol=0)
+
+
+def test_kl_zero_at_prior_and_positive_elsewhere():
+    Ph, lh, Pw, lw = SoftTVPrior("tv", 1.0).factors(4, 5, D64)
+    # q = prior is impossible with a diagonal q unless the prior is diagonal: check with the iid prior, then positivity
+    I4, I5 = torch.eye(4, dtype=D64), torch.eye(5, dtype=D64)
+    z = torch.zeros(1, 4, 5, dtype=D64)
+    torch.testing.assert_close(kronecker_gaussian_kl(z, z, I4, I5), torch.zeros(1, dtype=D64))
+    mu = torch.randn(6, 4, 5, dtype=D64, generator=torch.Generator().manual_seed(0))
+    assert (kronecker_gaussian_kl(mu, 0 * mu, Ph, Pw, lh, lw) > 0).all()
+
+
+@pytest.mark.parametrize("prior", [SoftTVPrior("ar1", 0.8), SoftTVPrior("tv", 1.5)], ids=["ar1", "tv"])
+def test_kl_gradients_match_dense_autograd(prior):
+    H, W = 5, 7
+    g = torch.Generator().manual_seed(3)
+    mu = torch.randn(2, H, W, generator=g, dtype=D64, requires_grad=True)
+    lv = torch.randn(2, H, W, generator=g, dtype=D64, requires_grad=True)
+    w = torch.tensor([0.3, 1.7], dtype=D64)
+    Ph, lh, Pw, lw = prior.factors(H, W, D64)
+    g_ours = torch.autograd.grad((w * kronecker_gaussian_kl(mu, lv, Ph, Pw, lh, lw)).sum(), (mu, lv))
+    g_dense = torch.autograd.grad((w * dense_kl(mu, lv, Ph, Pw)).sum(), (mu, lv))
+    for a, b in zip(g_ours, g_dense): torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_kl_bad_inputs():
+    Ph, _, Pw, _ = SoftTVPrior().factors(3, 4, D64)
+    with pytest.raises(ValueError, match="share a shape"): kronecker_gaussian_kl(torch.zeros(2, 3, 4), torch.zeros(2, 4, 3), Ph, Pw)
+    with pytest.raises(ValueError, match="prec_h"): kronecker_gaussian_kl(torch.zeros(2, 4, 3), torch.zeros(2, 4, 3), Ph, Pw)
+    with pytest.raises(ValueError, match="reduction"): kronecker_gaussian_kl(torch.zeros(1, 3, 4, dtype=D64), torch.zeros(1, 3, 4, dtype=D64), Ph, Pw, reduction="avg")
+
+
+def test_prior_factors_are_exact():
+    for n in (1, 2, 7, 30):
+        P, ld = tv_precision(n, 0.6, D64)
+        torch.testing.assert_close(ld, torch.linalg.slogdet(P)[1])
+        P, ld = ar1_precision(n, 0.95, D64)
+        i = torch.arange(n)
+        torch.testing.assert_close(P @ (0.95 ** (i[:, None] - i).abs().to(D64)), torch.eye(n, dtype=D64))
+        torch.testing.assert_close(ld, torch.linalg.slogdet(P)[1])
+    with pytest.raises(ValueError): ar1_precision(4, 1.0)
+    with pytest.raises(ValueError): tv_precision(4, -1.0)
+
+
+def test_topk_count():
+    assert topk_count(0.1, 50) == 5 and topk_count(0.001, 50) == 1 and topk_count(1.0, 50) == 50 and topk_count(7, 5) == 5
+    with pytest.raises(ValueError): topk_count(0.0, 10)
+    with pytest.raises(ValueError): topk_count(1.5, 10)
+    with pytest.raises(TypeError): topk_count("3", 10)
+
+
+@pytest.mark.parametrize("k", [0.1, 0.37, 3])
+def test_gumbel_topk_exact_k_and_gradients(k):
+    g = torch.Generator().manual_seed(0)
+    sc = torch.randn(4, 64, generator=g, dtype=D64, requires_grad=True)
+    m = gumbel_topk(sc, k, generator=g)
+    kk = topk_count(k, 64)
+    assert set(m.detach().unique().tolist()) <= {0.0, 1.0}
+    torch.testing.assert_close(m.detach().sum(1), torch.full((4,), float(kk), dtype=D64))
+    (m * torch.linspace(-1, 1, 64, dtype=D64)).sum().backward()
+    assert torch.isfinite(sc.grad).all() and (sc.grad.abs().sum(1) > 0).all()
+    # without noise it is the exact top-k of the scores
+    torch.testing.assert_close(gumbel_topk(sc.detach(), k, noise=0.0), hard_topk(sc.detach(), k))
+
+
+@pytest.mark.parametrize("k", [0.1, 0.5, 5])
+def test_sinkhorn_topk_sums_to_k_and_gradients(k):
+    g = torch.Generator().manual_seed(1)
+    sc = torch.randn(3, 80, generator=g, dtype=D64, requires_grad=True)
+    kk = topk_count(k, 80)
+    for unroll in (False, True):
+        m = sinkhorn_topk(sc, k, epsilon=0.05, n_iter=300, unroll=unroll)
+        torch.testing.assert_close(m.detach().sum(1), torch.full((3,), float(kk), dtype=D64), rtol=1e-6, atol=1e-6)
+        assert (m.detach() >= 0).all() and (m.detach() <= 1 + 1e-6).all()
+        torch.testing.assert_close(hard_topk(m.detach(), kk), hard_topk(sc.detach(), kk))
+    # implicit-differentiation gradient = gradient through the unrolled (converged) Sinkhorn iterations
+    w = torch.randn(3, 80, generator=g, dtype=D64)
+    gi, = torch.autograd.grad((w * sinkhorn_topk(sc, k, epsilon=0.05, n_iter=300)).sum(), sc)
+    gu, = torch.autograd.grad((w * sinkhorn_topk(sc, k, epsilon=0.05, n_iter=300, unroll=True)).sum(), sc)
+    assert gi.abs().sum() > 0
+    torch.testing.assert_close(gi, gu, rtol=1e-4, atol=1e-6)
+
+
+def test_encoder_output_size_equals_input_size():
+    enc = SaliencyEncoder(in_channels=2, width=0.125)
+    for hw in [(7, 9), (16, 16), (1, 3)]:
+        mu, lv = enc(torch.randn(2, 2, *hw))
+        assert mu.shape == lv.shape == (2, *hw)
+    convs = [m for m in SaliencyEncoder(3).modules() if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [64, 64, 64, 64, 32, 32, 32, 32, 32, 16, 16, 16, 16, 16, 16, 2]
+    assert all(c.kernel_size == (3, 3) and c.stride == (1, 1) and c.padding == (1, 1) for c in convs)
+    with pytest.raises(ValueError): SaliencyEncoder(3, channels=[8, 3])
+
+
+def _tiny_classifier():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Dropout(0.2), nn.Linear(16, 3))
+
+
+@pytest.mark.parametrize("topk", ["sinkhorn", "gumbel"])
+def test_fit_leaves_classifier_bitwise_unchanged(topk):
+    clf = _tiny_classifier().train()
+    clf[-1].weight.requires_grad_(False)
+    before = copy.deepcopy(clf.state_dict())
+    flags = [p.requires_grad for p in clf.parameters()]
+    x = torch.randn(12, 3, 10, 10, generator=torch.Generator().manual_seed(0))
+    data = torch.utils.data.TensorDataset(x, torch.zeros(12))
+    vsm = VariationalSaliency(clf, k=0.25, topk=topk, width=0.125).fit(data, epochs=1, batch_size=6, progress=False)
+    after = clf.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert clf.training and [p.requires_grad for p in clf.parameters()] == flags
+    assert all(p.grad is None for p in clf.parameters())
+    assert len(vsm.history) == 1 and vsm.history[0]["loss"] == vsm.history[0]["loss"]
+    assert not vsm.encoder.training
+
+
+def test_fit_keeps_lowest_loss_state_and_registry():
+    clf = _tiny_classifier().eval()
+    x = torch.randn(8, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    vsm = VariationalSaliency(clf, k=0.2, width=0.125)
+    vsm.fit(x, epochs=3, batch_size=8, progress=False, lr=1e-2)
+    losses = [h["loss"] for h in vsm.history]
+    assert len(losses) == 3
+    # rerun with the same seed up to the best epoch: the kept encoder is that epoch's state
+    best = int(torch.tensor(losses).argmin()) + 1
+    ref = VariationalSaliency(clf, k=0.2, width=0.125).fit(x, epochs=best, batch_size=8, progress=False, lr=1e-2)
+    for a, b in zip(vsm.encoder.state_dict().values(), ref.encoder.state_dict().values()): assert torch.equal(a, b)
+    assert "vsm" in available_methods()
+    a = vsm.attribute(x[:2])
+    assert a.shape == x[:2].shape
+    assert torch.equal(attribute(clf, x[:2], method="vsm", encoder=vsm.encoder), a)
+    assert torch.equal(attribute(clf, x[:2], 1, method=vsm.as_local()), a)
+    assert (vsm.uncertainty(x[:2]) > 0).all()
+    with pytest.raises(RuntimeError, match="fit"): attribute(clf, x[:2], method="vsm")
+    with pytest.raises(ValueError, match="different classifier"): vsm.as_local()(_tiny_classifier(), x[:2])
+
+
+def test_fit_k_annealing_schedule():
+    clf = _tiny_classifier().eval()
+    x = torch.randn(16, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    vsm = VariationalSaliency(clf, k=0.25, width=0.125).fit(x, epochs=3, batch_size=8, progress=False, k_start=1.0, anneal=0.5)
+    # 6 steps, 3 of them annealing: k at the last step of each epoch is 1 - 0.75·min(1, t/3) for t = 1, 3, 5
+    assert [round(h["k"], 6) for h in vsm.history] == [0.75, 0.25, 0.25]
+    with pytest.raises(ValueError, match="k_start"): VariationalSaliency(clf, k=3).fit(x, k_start=0.5, progress=False)
