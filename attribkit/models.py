@@ -50,38 +50,31 @@ def num_params(model: nn.Module) -> int:
     "Number of parameters of `model`."
     return sum(p.numel() for p in model.parameters())
 
-# %% ../nbs/02_models.ipynb #ac85c50d
-class ScaleBatchNorm2d(nn.Module):
+# %% ../nbs/02_models.ipynb #07e94812
+class ScaleBatchNorm2d(nn.BatchNorm2d):
     "Batch norm without mean subtraction: y = γ·x/√(var+eps) (+ β only if `bias=True`)."
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, bias: bool = False):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.weight = nn.Parameter(torch.ones(num_features))
-        self.bias = nn.Parameter(torch.zeros(num_features)) if bias else None
-        self.register_buffer("running_mean", torch.zeros(num_features))
-        self.register_buffer("running_var", torch.ones(num_features))
-        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+        super().__init__(num_features, eps, momentum)
+        self.bias.requires_grad_(bias)  # without `bias`, β stays frozen at 0
+        self.learn_bias = bias
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.training:
-            var = x.var((0, 2, 3), unbiased=False)
-            with torch.no_grad():
-                n = x.numel() / x.shape[1]
-                self.running_var.mul_(1 - self.momentum).add_(self.momentum * var.detach() * n / max(n - 1, 1))
-                self.num_batches_tracked += 1
-        else:
-            var = self.running_var
-        y = x * (self.weight / torch.sqrt(var + self.eps))[None, :, None, None]
-        return y if self.bias is None else y + self.bias[None, :, None, None]
+        if not self.training: return super().forward(x)  # running_mean stays 0: y = γ·x/√(running_var+eps) + β
+        var = x.var((0, 2, 3), unbiased=False)
+        with torch.no_grad():
+            n = x.numel() / x.shape[1]
+            self.running_var.mul_(1 - self.momentum).add_(self.momentum * var.detach() * n / max(n - 1, 1))
+            self.num_batches_tracked += 1
+        return x * (self.weight / torch.sqrt(var + self.eps))[None, :, None, None] + self.bias[None, :, None, None]
 
     def effective_bias(self) -> Tensor:
-        "The additive term in eval mode (β, or zeros when `bias=False`)."
-        return self.bias.detach().clone() if self.bias is not None else torch.zeros_like(self.weight.detach())
+        "The additive term in eval mode (β; zeros when `bias=False`)."
+        return self.bias.detach().clone()
 
     def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, bias={self.bias is not None}"
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, bias={self.learn_bias}"
 
-# %% ../nbs/02_models.ipynb #7ed12f6c
+# %% ../nbs/02_models.ipynb #0ab10214
 NIB_CFGS = {
     "vgg13-6": [64, 64, "M", 128, 128, "M"],
     "vgg13-4": [64, 64, "M", 128, 128, "M", 256, 256, "M"],
@@ -116,7 +109,7 @@ def _init_vgg(model: nn.Module, linear_std: float | None = 0.01) -> None:
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             if m.bias is not None: nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d, ScaleBatchNorm2d)):
+        elif isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d)):
             nn.init.ones_(m.weight)
             if m.bias is not None: nn.init.zeros_(m.bias)
         elif isinstance(m, nn.Linear) and linear_std is not None:

@@ -1,0 +1,290 @@
+"Tests for attribkit.distill: maps, losses, the trainer's double backprop and hygiene, pruning, evaluation."
+import copy, math
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from attribkit.distill import (forward_with_activation, swa_map, ewa_map, channel_drop_mask, attribution_matching_loss,
+                               multilabel_kd_loss, multiclass_kd_loss, distill, _student_teacher_maps, conv_rates,
+                               conv_names, l1_filter_prune, magnitude_masks, apply_masks, sparsity,
+                               iterative_magnitude_prune, evaluate_compression, VGG16_PRUNE_PATTERN)
+from attribkit.core import attribute
+
+torch.set_default_dtype(torch.float64)
+
+
+def _net(c: int, act=nn.ReLU, hidden: int = 16, k: int = 5) -> nn.Sequential:
+    "conv → act → maxpool (the matching layer '2') → flatten → FC → act → FC."
+    return nn.Sequential(nn.Conv2d(3, c, 3, padding=1), act(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(c * 4 * 4, hidden), act(), nn.Linear(hidden, k))
+
+
+def _data(n=16, k=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, 8, 8, generator=g), (torch.rand(n, k, generator=g) > 0.6).double()
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ---------------------------------------------------------------- maps
+def test_swa_map_is_hand_gradcam_with_alpha_sum():
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 3))
+    x = torch.randn(3, 3, 8, 8)
+    z, A = forward_with_activation(net, "2", x)
+    c = z.argmax(1)
+    Wc = net[4].weight[c].view(3, 4, 4, 4)                      # ∂z_c/∂A of a linear head
+    hand = F.relu((Wc.sum((2, 3), keepdim=True) * A).sum(1, keepdim=True))
+    torch.testing.assert_close(swa_map(z, A, c), hand.detach())
+    # the registry's Grad-CAM (gradient *mean*) at the same layer is the same map divided by h·w
+    cam = attribute(net, x, c, method="gradcam", layer="2", upsample=False, channels="one")
+    torch.testing.assert_close(swa_map(z, A, c), cam * 16)
+    torch.testing.assert_close(ewa_map(A), A.pow(2).mean(1, keepdim=True))
+
+
+def test_hook_removed_after_forward_with_activation():
+    net = _net(4)
+    forward_with_activation(net, "2", torch.randn(2, 3, 8, 8))
+    assert not net[2]._forward_hooks
+
+
+def test_channel_drop_mask():
+    m = channel_drop_mask(20, 0.3, torch.Generator().manual_seed(1))
+    assert m.shape == (1, 20, 1, 1) and m.sum() == 14 and set(m.unique().tolist()) == {0.0, 1.0}
+    torch.testing.assert_close(m, channel_drop_mask(20, 0.3, torch.Generator().manual_seed(1)))
+    assert channel_drop_mask(20, 0.0).sum() == 20
+    with pytest.raises(ValueError, match="drop_percent"): channel_drop_mask(20, 1.0)
+
+
+def test_sswa_zeroes_teacher_channels_after_gradient_and_p0_equals_swa():
+    teacher, student = _net(8), _net(4)
+    x, _ = _data()
+    swa = _student_teacher_maps("swa", student, teacher, "2", "2", x, 0.0, torch.Generator().manual_seed(0))
+    ss0 = _student_teacher_maps("sswa", student, teacher, "2", "2", x, 0.0, torch.Generator().manual_seed(0))
+    for a, b in zip(swa, ss0): torch.testing.assert_close(a, b)
+    ss = _student_teacher_maps("sswa", student, teacher, "2", "2", x, 0.5, torch.Generator().manual_seed(3))
+    mask = channel_drop_mask(8, 0.5, torch.Generator().manual_seed(3))
+    z, A = forward_with_activation(teacher, "2", x.clone().requires_grad_(True))
+    c = z.argmax(1)
+    g, = torch.autograd.grad(z.gather(1, c[:, None]).sum(), A)          # α from the *full* gradient
+    torch.testing.assert_close(ss[3], F.relu((g.sum((2, 3), keepdim=True) * A * mask).sum(1, keepdim=True)).detach())
+    assert not torch.allclose(ss[3], swa[3])
+    torch.testing.assert_close(ss[2], swa[2])                            # the student's map is never perturbed
+
+
+def test_distill_sswa_p0_equals_swa():
+    x, y = _data()
+    runs = []
+    for method in ("swa", "sswa"):
+        torch.manual_seed(0); teacher, student = _net(8), _net(4)
+        h = distill(teacher, student, (x, y), method, "2", "2", epochs=2, batch_size=8, drop_percent=0.0, progress=False)
+        runs.append((h, student.state_dict()))
+    assert runs[0][0] == runs[1][0]
+    for k, v in runs[0][1].items(): torch.testing.assert_close(v, runs[1][1][k])
+
+
+# ---------------------------------------------------------------- losses
+def test_matching_loss_direct_formula():
+    s, t = torch.rand(3, 1, 4, 4), torch.rand(3, 1, 4, 4)
+    direct = 0.0
+    for i in range(3):
+        a, b = s[i].flatten(), t[i].flatten()
+        direct += float(((a / math.sqrt(float((a * a).sum())) - b / math.sqrt(float((b * b).sum()))) ** 2).sum())
+    assert attribution_matching_loss(s, t).item() == pytest.approx(direct / 48, rel=1e-10)
+    assert attribution_matching_loss([s, s], [t, t]).item() == pytest.approx(2 * direct / 48, rel=1e-10)
+    assert attribution_matching_loss(s, 5 * s).item() == pytest.approx(0.0, abs=1e-12)   # scale invariant
+    with pytest.raises(ValueError, match="differ"): attribution_matching_loss(s, torch.rand(3, 1, 2, 2))
+
+
+def test_multilabel_kd_loss_direct_formula():
+    s, t = torch.randn(4, 5), torch.randn(4, 5)
+    y = (torch.rand(4, 5) > 0.5).double()
+    T, a = 4.0, 0.9
+    kl = 0.0
+    for i in range(4):
+        for k in range(5):
+            pt, ps = 1 / (1 + math.exp(-t[i, k] / T)), 1 / (1 + math.exp(-s[i, k] / T))
+            kl += pt * math.log(pt / ps) + (1 - pt) * math.log((1 - pt) / (1 - ps))
+    mlsm = -sum(float(y[i, k]) * math.log(1 / (1 + math.exp(-s[i, k]))) + (1 - float(y[i, k])) *
+                math.log(1 / (1 + math.exp(s[i, k]))) for i in range(4) for k in range(5)) / 20
+    direct = a * kl * T * T / 4 + (1 - a) * mlsm
+    assert multilabel_kd_loss(s, t, y, T, a).item() == pytest.approx(direct, rel=1e-5)
+
+
+def test_multiclass_kd_loss_direct_formula():
+    s, t, y = torch.randn(4, 3), torch.randn(4, 3), torch.tensor([0, 2, 1, 1])
+    ps, pt = F.softmax(s / 2, 1), F.softmax(t / 2, 1)
+    kl = float((pt * (pt.log() - ps.log())).sum()) / 4
+    ce = -float(F.log_softmax(s, 1)[torch.arange(4), y].mean())
+    assert multiclass_kd_loss(s, t, y, T=2.0, alpha=0.7).item() == pytest.approx(0.7 * 4 * kl + 0.3 * ce, rel=1e-10)
+
+
+# ---------------------------------------------------------------- double backprop
+def _matching_grads(student, teacher, x, create_graph):
+    c = teacher(x).argmax(1)
+    zt, At = forward_with_activation(teacher, "2", x.clone().requires_grad_(True))
+    t_map = swa_map(zt, At, c).detach()
+    zs, As = forward_with_activation(student, "2", x)
+    loss = attribution_matching_loss(swa_map(zs, As, c, create_graph=create_graph), t_map)
+    return torch.autograd.grad(loss, [student[0].weight, student[6].weight], allow_unused=True)
+
+
+def test_matching_gradient_flows_through_alpha_and_A():
+    x, _ = _data()
+    # ReLU net: the conv gets a gradient through A; the head only through α (absent without create_graph)
+    teacher, student = _net(8), _net(4)
+    (gc, gh), (gc0, gh0) = _matching_grads(student, teacher, x, True), _matching_grads(student, teacher, x, False)
+    assert gc.abs().sum() > 0 and gh.abs().sum() > 0 and gh0 is None
+    # smooth net: α also depends on the conv weights, so the conv gradient changes when α is differentiated
+    teacher, student = _net(8, nn.Tanh), _net(4, nn.Tanh)
+    (gc, _), (gc0, _) = _matching_grads(student, teacher, x, True), _matching_grads(student, teacher, x, False)
+    assert not torch.allclose(gc, gc0)
+
+
+def test_matching_loss_changes_student_conv_weights():
+    x, y = _data()
+    out = {}
+    for method in ("naive", "swa", "ewa"):
+        torch.manual_seed(0); teacher, student = _net(8), _net(4)
+        h = distill(teacher, student, (x, y), method, "2", "2", epochs=1, batch_size=8, progress=False)
+        out[method] = (student[0].weight.detach().clone(), h)
+    assert out["naive"][1]["aux"] == [0.0] and out["swa"][1]["aux"][0] > 0 and out["ewa"][1]["aux"][0] > 0
+    assert not torch.allclose(out["naive"][0], out["swa"][0])
+    assert not torch.allclose(out["naive"][0], out["ewa"][0])
+
+
+def test_teacher_params_and_mode_unchanged():
+    x, y = _data()
+    teacher = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                            nn.Dropout(0.5), nn.Linear(128, 5))
+    student = _net(4)
+    teacher.train()
+    seen = []
+    teacher.register_forward_pre_hook(lambda m, i: seen.append(m.training))
+    before = copy.deepcopy(teacher.state_dict())
+    flags = [p.requires_grad for p in teacher.parameters()]
+    distill(teacher, student, (x, y), "sswa", "3", "2", epochs=1, batch_size=8, progress=False)
+    assert seen and not any(seen)                                        # eval mode while distilling
+    assert teacher.training and flags == [p.requires_grad for p in teacher.parameters()]
+    for k, v in teacher.state_dict().items(): assert torch.equal(v, before[k]), k   # incl. BN running stats
+    assert all(p.grad is None for p in teacher.parameters())
+    assert not student.training
+
+
+def test_bad_names_raise():
+    x, y = _data()
+    t, s = _net(8), _net(4)
+    with pytest.raises(ValueError, match="method"): distill(t, s, (x, y), "attention", "2", "2", progress=False)
+    with pytest.raises(ValueError, match="teacher_layer"): distill(t, s, (x, y), "swa", progress=False)
+    with pytest.raises(ValueError, match="nope"): distill(t, s, (x, y), "swa", "nope", "2", progress=False)
+    with pytest.raises(ValueError, match="drop_percent"): distill(t, s, (x, y), "sswa", "2", "2", drop_percent=1.5, progress=False)
+    with pytest.raises(ValueError, match="grad_masks"):
+        distill(t, s, (x, y), "none", grad_masks={"9.weight": torch.ones(1)}, progress=False)
+    with pytest.raises(ValueError, match="pattern"): conv_rates(t, 0.3)      # 1 conv vs 13 entries
+    with pytest.raises(ValueError, match="sparsity"): magnitude_masks(t, 1.0)
+
+
+# ---------------------------------------------------------------- pruning
+def _vgg(widths=(8, 8, 8)):
+    layers, c = [], 3
+    for w in widths: layers += [nn.Conv2d(c, w, 3, padding=1), nn.BatchNorm2d(w), nn.ReLU()]; c = w
+    net = nn.Sequential(*layers, nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5), nn.Linear(c * 16, 5))
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.normal_(); m.running_var.uniform_(0.5, 2); m.weight.uniform_(0.5, 1.5); m.bias.normal_()
+    return net.eval()
+
+
+def test_l1_filter_prune_smaller_and_repeat_interleave():
+    net = _vgg()
+    rates = conv_rates(net, 0.5, pattern=(1, 0, 1))
+    assert rates == {"0": 0.5, "6": 0.5}
+    small = l1_filter_prune(net, rates)
+    assert sum(p.numel() for p in small.parameters()) < sum(p.numel() for p in net.parameters())
+    assert (small[0].out_channels, small[3].in_channels, small[6].out_channels, small[12].in_features) == (4, 4, 4, 64)
+    keep = net[6].weight.abs().sum((1, 2, 3)).topk(4).indices.sort().values
+    torch.testing.assert_close(small[6].weight, net[6].weight[keep])
+    cmask = torch.zeros(8, dtype=torch.bool); cmask[keep] = True
+    torch.testing.assert_close(small[12].weight, net[12].weight[:, cmask.repeat_interleave(16)])   # not .repeat(16)
+    # exactness: silencing the pruned channels (BN γ=β=0) in the original gives the pruned model's function
+    ref = copy.deepcopy(net)
+    with torch.no_grad():
+        for conv, bn in ((0, 1), (6, 7)):
+            k = ref[conv].weight.abs().sum((1, 2, 3)).topk(4).indices
+            drop = torch.ones(8, dtype=torch.bool); drop[k] = False
+            ref[bn].weight[drop] = 0; ref[bn].bias[drop] = 0
+    x = torch.randn(3, 3, 8, 8)
+    torch.testing.assert_close(small(x), ref(x))
+    assert len(VGG16_PRUNE_PATTERN) == 13 and sum(VGG16_PRUNE_PATTERN) == 7
+
+
+def test_magnitude_masks_global_threshold():
+    net = _vgg()
+    masks = magnitude_masks(net, 0.6)
+    ws = torch.cat([p.detach().abs().flatten() for n, p in net.named_parameters() if n in masks])
+    kept = torch.cat([m.flatten() for m in masks.values()]).bool()
+    assert int((~kept).sum()) == int(math.floor(0.6 * ws.numel()))
+    assert ws[kept].min() > ws[~kept].max()                             # one global threshold
+    apply_masks(net, masks)
+    assert sparsity(net) == pytest.approx(0.6, abs=1e-3)
+
+
+def test_iterative_pruning_keeps_zeros():
+    x, y = _data()
+    net = _vgg((4, 4))
+    pruned, masks, hist = iterative_magnitude_prune(net, net, (x, y), rounds=2, method="swa", teacher_layer="6",
+                                                    student_layer="6", epochs=1, lr=0.05, momentum=0.9, batch_size=8,
+                                                    progress=False)
+    assert [h["round"] for h in hist] == [1, 2]
+    assert hist[0]["sparsity"] == pytest.approx(0.2, abs=0.01) and hist[1]["sparsity"] == pytest.approx(0.36, abs=0.01)
+    params = dict(pruned.named_parameters())
+    for n, m in masks.items(): assert (params[n][m == 0] == 0).all()
+    assert not torch.equal(params["0.weight"][masks["0.weight"] == 1], dict(net.named_parameters())["0.weight"][masks["0.weight"] == 1])
+    assert sparsity(net) == 0.0                                         # the original is untouched
+
+
+# ---------------------------------------------------------------- evaluation
+def test_evaluate_compression_against_direct_metrics():
+    sk = pytest.importorskip("sklearn.metrics")
+    net = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(96, 3))
+    with torch.no_grad(): net[4].bias.fill_(0.3)
+    x = torch.randn(12, 3, 8, 8)
+    masks = torch.rand(12, 3, 8, 8) > 0.6
+    y = masks.flatten(2).any(2).double()
+    y[0] = 0; y[0, 1] = 1; masks[0, [0, 2]] = False                      # one single-label image
+    res = evaluate_compression(net, (x, y, masks), layer="0", batch_size=5)
+    z = net(x).detach()
+    ap = [sk.average_precision_score(y[i].numpy(), z[i].numpy()) for i in range(12) if y[i].sum() > 0]
+    assert res["mAP"] == pytest.approx(100 * sum(ap) / len(ap), rel=1e-9)
+    f1 = sk.f1_score(y.numpy(), (z >= 0.5).numpy().astype(float), average="samples", zero_division=0)
+    assert res["F1"] == pytest.approx(100 * f1, rel=1e-9)
+    cls_ap = [sk.average_precision_score(y[:, k].numpy(), z[:, k].numpy()) for k in range(3)]
+    assert res["mAP_class"] == pytest.approx(100 * sum(cls_ap) / 3, rel=1e-9)
+    ii, kk = ((y > 0) & (z > 0)).nonzero(as_tuple=True)
+    aucs, hits, union = [], [], {}
+    for i, k in zip(ii.tolist(), kk.tolist()):
+        zz, A = forward_with_activation(net, "0", x[i:i + 1])
+        g, = torch.autograd.grad(zz[0, k], A)
+        h = F.relu((g.sum((2, 3)) [..., None, None] * A).sum(1))[0].detach().flatten()
+        m = masks[i, k].flatten()
+        aucs.append(sk.roc_auc_score(m.numpy(), h.numpy()))
+        union[i] = union.get(i, torch.zeros_like(m)) | m
+        hits.append(float(union[i][h.argmax()]))
+    assert res["gradcam"]["pairs"] == len(ii) > 0
+    assert res["gradcam"]["AUC"] == pytest.approx(100 * sum(aucs) / len(aucs), rel=1e-9)
+    assert res["gradcam"]["PointAcc"] == pytest.approx(100 * sum(hits) / len(hits), rel=1e-9)
+
+
+def test_evaluate_compression_other_maps_and_no_masks():
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 3))
+    with torch.no_grad(): net[4].bias.fill_(0.5)
+    x = torch.randn(6, 3, 8, 8); masks = torch.rand(6, 3, 8, 8) > 0.5; y = masks.flatten(2).any(2).double()
+    res = evaluate_compression(net, (x, y, masks), maps={"gradcam": {"layer": "0"}, "fullgrad": {}})
+    assert set(res) == {"mAP", "mAP_class", "F1", "gradcam", "fullgrad"}
+    assert 0 <= res["fullgrad"]["AUC"] <= 100 and res["fullgrad"]["pairs"] == res["gradcam"]["pairs"]
+    assert set(evaluate_compression(net, (x, y))) == {"mAP", "mAP_class", "F1"}
+    with pytest.raises(ValueError, match="unknown attribution"): evaluate_compression(net, (x, y, masks), maps=["nomap"])
+    with pytest.raises(ValueError, match="multi-hot"): evaluate_compression(net, (x, torch.zeros(6, dtype=torch.long)))

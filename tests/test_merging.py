@@ -1,0 +1,248 @@
+"Neuron merging: exactness on constructed models, physical shrinking, untouched originals, errors, reports."
+import copy
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from attribkit.merging import (PrunablePair, bn_affine, count_params, find_pairs, keep_indices, merge, most_sim_bn,
+                               prune)
+
+
+def _randomize_bn(bn, g):
+    with torch.no_grad():
+        n = bn.num_features
+        bn.weight.copy_(0.5 + torch.rand(n, generator=g, dtype=torch.float64))
+        bn.bias.copy_(0.3 * torch.randn(n, generator=g, dtype=torch.float64))
+        bn.running_mean.copy_(0.3 * torch.randn(n, generator=g, dtype=torch.float64))
+        bn.running_var.copy_(0.5 + torch.rand(n, generator=g, dtype=torch.float64))
+
+
+def _zero_C(bn, n, m, s, bias=None, scale_in=1.0):
+    "Set beta_n so that channel n = A * channel m exactly (C = 0) when its pre-BN input is s*scale_in times m's."
+    N = bn.num_features
+    a, c = bn_affine(bn, N, bias)
+    A = s * scale_in * a[n] / a[m]
+    with torch.no_grad():
+        bn.bias[n] += A * c[m] - c[n]
+
+
+def _snapshot(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def _bitwise_equal(model, snap):
+    sd = model.state_dict()
+    return sd.keys() == snap.keys() and all(torch.equal(sd[k], snap[k]) and sd[k].dtype == snap[k].dtype for k in sd)
+
+
+def _mlp(seed=0, act=nn.ReLU):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(8, 10), act(), nn.Linear(10, 6), act(), nn.Linear(6, 3)).double()
+    with torch.no_grad():  # pruned neurons: small positive multiples (weights AND bias) of kept ones
+        for layer, (n, m, s) in ((0, (7, 2, 0.05)), (0, (9, 4, 0.03)), (2, (5, 1, 0.04))):
+            net[layer].weight[n] = s * net[layer].weight[m]; net[layer].bias[n] = s * net[layer].bias[m]
+    return net
+
+
+def test_fc_with_bias_exact_merge():
+    net = _mlp(); snap = _snapshot(net)
+    x = torch.randn(32, 8, dtype=torch.float64)
+    ratio = {"0": 0.2, "2": 1 / 6}
+    small, rep = merge(net, ratio)
+    pruned, rep_p = prune(net, ratio)
+    assert (small(x) - net(x)).abs().max() < 1e-5
+    assert (pruned(x) - net(x)).abs().max() > 1e-3          # prune-only is not exact: the check can fail
+    assert small[0].out_features == 8 and small[2].in_features == 8 and small[2].out_features == 5
+    assert count_params(small) == count_params(pruned) < count_params(net)
+    assert _bitwise_equal(net, snap)
+    assert [(l["kept"], l["merged"], l["dropped"]) for l in rep.layers] == [(8, 2, 0), (5, 1, 0)]
+
+
+def test_merge_without_duplicates_is_not_exact():
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(8, 10), nn.ReLU(), nn.Linear(10, 3)).double()
+    small, _ = merge(net, 0.3, threshold=None)
+    x = torch.randn(16, 8, dtype=torch.float64)
+    assert (small(x) - net(x)).abs().max() > 1e-4
+
+
+class _VGG(nn.Module):
+    "conv+BN -> maxpool -> conv(bias)+BN -> flatten -> FC+BN1d -> FC (VGG head), all prunable."
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 6, 3, padding=1, bias=False), nn.BatchNorm2d(6)
+        self.c2, self.b2 = nn.Conv2d(6, 5, 3, padding=1, bias=True), nn.BatchNorm2d(5)
+        self.fc1, self.bf = nn.Linear(5 * 4 * 4, 7), nn.BatchNorm1d(7)
+        self.fc2 = nn.Linear(7, 3)
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2)
+        x = F.relu(self.b2(self.c2(x))).view(x.size(0), -1)
+        return self.fc2(F.relu(self.bf(self.fc1(x))))
+
+
+def _vgg_with_duplicates():
+    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
+    net = _VGG().double().eval()
+    for bn in (net.b1, net.b2, net.bf): _randomize_bn(bn, g)
+    with torch.no_grad():
+        net.c1.weight[4] = 0.1 * net.c1.weight[0]; _zero_C(net.b1, 4, 0, 0.1)
+        net.c2.weight[3] = 0.05 * net.c2.weight[1]; _zero_C(net.b2, 3, 1, 0.05, bias=net.c2.bias)
+    return net
+
+
+def test_conv_bn_exact_merge_and_conv_to_fc_flatten():
+    net = _vgg_with_duplicates(); snap = _snapshot(net)
+    assert [(p.producer, p.bn, p.consumer) for p in find_pairs(net)] == [("c1", "b1", "c2"), ("c2", "b2", "fc1"),
+                                                                          ("fc1", "bf", "fc2")]
+    ratio = {"c1": 1 / 6, "c2": 1 / 5}
+    small, rep = merge(net, ratio)
+    pruned, _ = prune(net, ratio)
+    x = torch.randn(8, 3, 8, 8, dtype=torch.float64)
+    assert (small(x) - net(x)).abs().max() < 1e-5
+    assert (pruned(x) - net(x)).abs().max() > 1e-3
+    assert small.c2.in_channels == 5 and small.c2.out_channels == 4 and small.b2.running_mean.shape == (4,)
+    assert small.fc1.in_features == 4 * 16 and small.fc1.weight.shape == (7, 64)
+    assert count_params(small) == count_params(pruned) < count_params(net)
+    assert _bitwise_equal(net, snap)
+    assert [l["merged"] for l in rep.layers] == [1, 1]
+
+
+def test_official_compat_differs_from_exact_algebra():
+    net = _vgg_with_duplicates()
+    keep = torch.tensor([0, 1, 2, 3, 5])
+    _, s_exact, _ = most_sim_bn(net.c1.weight, keep, net.b1)
+    _, s_off, _ = most_sim_bn(net.c1.weight, keep, net.b1, compat="official")
+    a = bn_affine(net.b1, 6)[0]
+    assert torch.isclose(s_exact[4], 0.1 * a[4] / a[0])
+    assert not torch.isclose(s_off[4], s_exact[4], rtol=1e-3)
+    small, _ = merge(net, {"c1": 1 / 6}, compat="official")
+    x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
+    assert (small(x) - net(x)).abs().max() > 1e-4
+
+
+class _Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+    def forward(self, x):
+        return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+
+class _ResNet(nn.Module):
+    def __init__(self, c=6):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.layer = nn.Sequential(_Block(c), _Block(c))
+        self.fc = nn.Linear(c, 3)
+    def forward(self, x):
+        x = self.layer(F.relu(self.bn(self.conv(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def test_resnet_inner_conv_only_and_exact():
+    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
+    net = _ResNet().double().eval()
+    for m in net.modules():
+        if isinstance(m, nn.BatchNorm2d): _randomize_bn(m, g)
+    blk = net.layer[0]
+    with torch.no_grad():
+        blk.conv1.weight[5] = 0.1 * blk.conv1.weight[2]; _zero_C(blk.bn1, 5, 2, 0.1)
+    snap = _snapshot(net)
+    assert [p.producer for p in find_pairs(net)] == ["layer.0.conv1", "layer.1.conv1"]
+    small, rep = merge(net, {"layer.0.conv1": 1 / 6})
+    x = torch.randn(4, 3, 6, 6, dtype=torch.float64)
+    assert (small(x) - net(x)).abs().max() < 1e-5
+    assert small.layer[0].conv1.out_channels == 5 and small.layer[0].conv2.in_channels == 5
+    assert small.layer[0].conv2.out_channels == 6 and small.conv.out_channels == 6   # residual width untouched
+    assert _bitwise_equal(net, snap)
+    small2, rep2 = merge(net, 0.5); pruned2, _ = prune(net, 0.5)
+    assert count_params(small2) == count_params(pruned2) < count_params(net)
+    assert small2(x).shape == (4, 3)
+
+
+def test_depthwise_separable_exact():
+    g = torch.Generator().manual_seed(0); torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 6, 1, bias=False), nn.BatchNorm2d(6), nn.ReLU(),
+                        nn.Conv2d(6, 6, 3, padding=1, groups=6, bias=False), nn.BatchNorm2d(6), nn.ReLU(),
+                        nn.Conv2d(6, 4, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)).double().eval()
+    for i in (1, 4, 7): _randomize_bn(net[i], g)
+    s1, s2 = 0.2, 0.3
+    with torch.no_grad():
+        net[0].weight[3] = s1 * net[0].weight[1]; _zero_C(net[1], 3, 1, s1)
+        net[3].weight[3] = s2 * net[3].weight[1]
+        a1 = bn_affine(net[1], 6)[0]
+        _zero_C(net[4], 3, 1, s2, scale_in=s1 * a1[3] / a1[1])
+    pairs = find_pairs(net)
+    assert (pairs[0].producer, pairs[0].bn, pairs[0].depthwise, pairs[0].dw_bn, pairs[0].consumer) == ("0", "1", "3", "4", "6")
+    small, rep = merge(net, {"0": 1 / 6})
+    x = torch.randn(4, 3, 5, 5, dtype=torch.float64)
+    assert (small(x) - net(x)).abs().max() < 1e-5
+    assert small[3].groups == small[3].in_channels == small[3].out_channels == 5 and small[6].in_channels == 5
+    assert rep.layers[0]["merged"] == 1
+
+
+def test_unsupported_layers_are_named():
+    with pytest.raises(NotImplementedError, match=r"'1' \(LayerNorm\)"):
+        merge(nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), nn.ReLU(), nn.Linear(6, 2)), 0.5)
+    with pytest.raises(NotImplementedError, match=r"'1' \(PReLU\)"):
+        merge(nn.Sequential(nn.Linear(4, 6), nn.PReLU(6), nn.Linear(6, 2)), 0.5)
+    with pytest.raises(NotImplementedError, match=r"'2'.*groups=2"):
+        merge(nn.Sequential(nn.Conv2d(3, 4, 1), nn.ReLU(), nn.Conv2d(4, 4, 1, groups=2)), 0.5)
+    with pytest.raises(NotImplementedError, match="softmax"):
+        merge(_Softmaxed(), 0.5)
+    with pytest.raises(ValueError, match="no prunable"):
+        merge(nn.Sequential(nn.Linear(4, 2)), 0.5)
+
+
+class _Softmaxed(nn.Module):
+    def __init__(self):
+        super().__init__(); self.a, self.b = nn.Linear(4, 6), nn.Linear(6, 2)
+    def forward(self, x): return self.b(torch.softmax(self.a(x), 1))
+
+
+def test_bad_arguments():
+    net = _mlp()
+    with pytest.raises(ValueError, match="not prunable producers"): merge(net, {"4": 0.5})
+    with pytest.raises(ValueError, match=r"\[0, 1\)"): merge(net, 1.0)
+    with pytest.raises(ValueError, match="unknown pruning criterion"): prune(net, 0.5, criterion="l3")
+    with pytest.raises(ValueError, match="decide_on"): merge(net, 0.5, decide_on="later")
+    with pytest.raises(TypeError, match="nn.Module"): merge("net", 0.5)
+
+
+def test_report_contents_and_criteria():
+    net = _mlp(3)
+    for crit in ("l1", "l2", "l2-GM"):
+        small, rep = merge(net, 0.5, criterion=crit)
+        pruned, rep_p = prune(net, 0.5, criterion=crit)
+        assert rep.method == "merge" and rep_p.method == "prune"
+        assert rep.params_before == count_params(net) and rep.params_after == count_params(small)
+        assert rep.params_after == rep_p.params_after and 0 < rep.removed < 1
+        for l, lp in zip(rep.layers, rep_p.layers):
+            assert l["kept"] + l["merged"] + l["dropped"] == l["neurons"]
+            assert lp["merged"] == 0 and lp["dropped"] == lp["neurons"] - lp["kept"]
+            assert l["threshold"] == 0.45 and l["exact_act"]
+        assert "| 0 | 2 | 10 | 5 |" in repr(rep)
+    _, rep_all = merge(net, 0.5, threshold=None)
+    assert all(l["dropped"] == 0 for l in rep_all.layers)
+    _, rep_tanh = merge(_mlp(3, act=nn.Tanh), 0.5)
+    assert not rep_tanh.layers[0]["exact_act"]
+
+
+def test_layer_order_option_and_explicit_pairs():
+    net = _mlp(4)
+    a, _ = merge(net, 0.5, decide_on="original"); b, _ = merge(net, 0.5, decide_on="merged")
+    assert count_params(a) == count_params(b)
+    only = [PrunablePair("2", "4")]
+    small, rep = merge(net, 0.5, pairs=only)
+    assert small[0].out_features == 10 and small[2].out_features == 3 and len(rep.layers) == 1
+    with pytest.raises(ValueError, match="not a module"): merge(net, 0.5, pairs=[PrunablePair("9", "4")])
+
+
+def test_keep_indices_criteria():
+    w = torch.tensor([[3., 0], [0, 1], [1, 1], [-2, -2], [0.1, 0]])
+    assert keep_indices(w, 2, "l1").tolist() == [0, 3]
+    assert keep_indices(w, 3, "l2").tolist() == [0, 2, 3]
+    d = torch.cdist(w, w).sum(1)
+    assert keep_indices(w, 2, "l2-GM").tolist() == sorted(torch.topk(d, 2).indices.tolist())
