@@ -3,7 +3,8 @@ import pytest, torch
 from torch import nn
 from attribkit.core import target_grad, model_scope, attribute, as_local
 from attribkit.attr.cam import UniformFullGrad
-from attribkit.dga import DGA, appendix_dga, epc_mask, wc_mask, flip_scores, paired_difference
+from attribkit.dga import (DGA, appendix_dga, epc_mask, wc_mask, flip_scores, paired_difference, compare_methods, summarise,
+                           direction_claims, dga_setup, load_paper_model, paper_images)
 
 
 def gxi(model, x, t):
@@ -132,3 +133,30 @@ def test_paired_difference():
     d = paired_difference(a, b)
     assert d["n"] == 4 and abs(d["mean"] - 1.0) < 1e-12
     assert abs(d["std"] - (2 / 3) ** 0.5 / 2) < 1e-12  # differences 1, 0, 1, 2: sample variance 2/3, SE = s/√4
+
+
+def test_compare_summarise_and_claims():
+    m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
+    res = compare_methods(m, x, t, {"G*I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt)}, seed=0)
+    assert set(res) == {"G*I", "DGA", "random"} and res["DGA"]["lerf_prob"].shape == (4,)
+    cells = summarise(res, "M")
+    assert cells["M | DGA | LeRF prob"] == pytest.approx(float(res["DGA"]["lerf_prob"].mean()))
+    d = cells["M | DGA − G*I | MoRF logit (paired, ± SE)"]
+    assert d["n"] == 4 and d["mean"] == pytest.approx(float((res["DGA"]["morf_logit"] - res["G*I"]["morf_logit"]).mean()))
+    lerf, morf = direction_claims(res, "M")
+    assert lerf["holds"] == bool(res["DGA"]["lerf_prob"].mean() > res["G*I"]["lerf_prob"].mean())
+    assert morf["holds"] == bool(res["DGA"]["morf_prob"].mean() < res["G*I"]["morf_prob"].mean())
+    # the same seed gives the same control and the same tie-breaking
+    again = compare_methods(m, x, t, {"G*I": gxi}, seed=0)
+    assert torch.equal(again["random"]["lerf_prob"], res["random"]["lerf_prob"])
+
+
+def test_paper_scale_fails_clearly_without_local_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="weights_path"):
+        load_paper_model("VGG-16", None)
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        load_paper_model("ResNet-18", tmp_path)
+    with pytest.raises(FileNotFoundError, match="ImageNet"):
+        paper_images(tmp_path, 224, 4)
+    with pytest.raises(ValueError, match="`scale`"):
+        dga_setup("huge")
