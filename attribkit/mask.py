@@ -125,7 +125,7 @@ def brew_matrix(model: nn.Module, inputs: Tensor) -> Tensor:
     with model_scope(model) as m:
         return torch.stack([target_grad(m, inputs, c) for c in range(k)], 1)
 
-# %% ../nbs/10_mask.ipynb #c6fec21d
+# %% ../nbs/10_mask.ipynb #88acdad1
 def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset: str = "cifar10", seed: int = 0,
               device="cpu", layer_bias: bool = False, bn_bias: bool = False, progress: bool = True):
     "A trained NIB VGG (`cfg`, optional Table-5 biases) and its DataSplits for a reproduction `scale` (see above)."
@@ -144,7 +144,8 @@ def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset:
     else:
         splits = data.digits()
         config = dict(models.DIGITS_NIB_CONFIG, cfg=cfg, width=16 if scale == "smoke" else 4, **flags)
-        recipe = dict(models.DIGITS_NIB_RECIPE, epochs=models.DIGITS_NIB_RECIPE["epochs"] * (1 if scale == "smoke" else 2))
+        recipe = (dict(models.DIGITS_NIB_RECIPE, epochs=8, lr=5e-3, batch_size=128) if scale == "smoke"
+                  else dict(models.DIGITS_NIB_RECIPE, epochs=2 * models.DIGITS_NIB_RECIPE["epochs"]))
         key = "digits-size32-ch3-norm-seed0"
     model, _ = models.train_cached(models.nib_vgg, config, splits.train, key, recipe, seed=seed, device=device,
                                    progress=progress)
@@ -152,10 +153,11 @@ def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset:
 
 def mia_curves(model: nn.Module, data, methods: dict, iterations: int = 10, batch_size: int = 128,
                rescale: bool = False, seed: int = 0, progress: bool = True) -> dict[str, list[float]]:
-    "Q_0..Q_I per method (name → registry name or callable); the name 'random' gets fresh seeded draws each iteration."
+    "Q_0..Q_I per method (name → registry name, callable, or (name, kwargs)); 'random' gets fresh seeded draws each iteration."
     out = {}
     for name, method in tqdm(methods.items(), desc="methods", disable=not progress):
         if method == "random": method = as_local("random", generator=torch.Generator().manual_seed(seed))
+        elif isinstance(method, tuple): method = as_local(method[0], **method[1])
         out[name] = masked_input_accuracy(model, data, method, iterations, batch_size=batch_size, rescale=rescale,
                                           progress=False).tolist()
     return out
