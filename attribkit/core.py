@@ -140,7 +140,7 @@ def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = F
         grad, = torch.autograd.grad(logits.sum(), x, create_graph=create_graph)
     return (grad, logits) if return_logits else grad
 
-# %% ../nbs/00_core.ipynb #ad293915
+# %% ../nbs/00_core.ipynb #221d025b
 def activation_bytes(model: nn.Module, sample: Tensor) -> int:
     "Bytes of all leaf-module outputs for one sample (a single forward pass, no gradients)."
     total = [sample[:1].numel() * sample.element_size()]
@@ -154,7 +154,7 @@ def activation_bytes(model: nn.Module, sample: Tensor) -> int:
 
 def auto_batch_size(model: nn.Module, inputs: Tensor, budget: int = 2**30, cap: int | None = None) -> int:
     "Rows per chunk so forward+backward activations stay within `budget` bytes (see the rule above)."
-    if cap is None: cap = 4096 if inputs.is_cuda else 256
+    if cap is None: cap = 4096 if inputs.is_cuda else 128
     return int(max(1, min(cap, budget // (2 * activation_bytes(model, inputs)))))
 
 def chunks(n: int, size: int) -> Iterator[slice]:

@@ -1,0 +1,162 @@
+"DGA against an independent re-implementation of the paper's appendix listing, and its contract."
+import pytest, torch
+from torch import nn
+from attribkit.core import target_grad, model_scope, attribute, as_local
+from attribkit.attr.cam import UniformFullGrad
+from attribkit.dga import (DGA, appendix_dga, epc_mask, wc_mask, flip_scores, paired_difference, compare_methods, summarise,
+                           direction_claims, dga_setup, load_paper_model, paper_images)
+
+
+def gxi(model, x, t):
+    return x * target_grad(model, x, t)
+
+
+def cnn():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 3, padding=1),
+                         nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 5)).double().eval()
+
+
+@pytest.mark.parametrize("n_steps, q", [(30, 0.9), (7, 0.6), (10, 1.0)])
+def test_matches_appendix_listing(n_steps, q):
+    m, x = cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64)
+    t = torch.tensor([0, 1, 2, 3])
+    ours = DGA(m, local=gxi, n_steps=n_steps, epc_ratio=q).attribute(x, t)
+    torch.testing.assert_close(ours, appendix_dga(x, m, t, gxi, q, n_steps), rtol=1e-5, atol=1e-8)
+
+
+def test_batched_equals_per_sample_and_deterministic():
+    m, x = cnn(), torch.randn(5, 3, 8, 8, dtype=torch.float64)
+    d = DGA(m, local=gxi, n_steps=12)
+    full = d.attribute(x, 1)
+    torch.testing.assert_close(full, torch.cat([d.attribute(x[i:i + 1], 1) for i in range(5)]))
+    assert torch.equal(full, d.attribute(x, 1))
+
+
+def test_one_step_is_relu_of_local():
+    m, x = cnn(), torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    torch.testing.assert_close(DGA(m, local=gxi, n_steps=1).attribute(x, 3), gxi(m, x, torch.tensor([3, 3])).clamp_min(0))
+
+
+def test_epc_ratio_one_drops_at_most_the_top_element():
+    phi = torch.randn(6, 3, 8, 8, dtype=torch.float64)
+    dropped = (1 - epc_mask(phi, 1.0)).flatten(1).sum(1)
+    assert (dropped <= 1).all() and (dropped >= 1).all()  # no ties in continuous data: exactly the maximum
+
+
+def test_negative_scale_and_mask_variants():
+    m, x = cnn(), torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    pos = DGA(m, local=gxi, n_steps=1).attribute(x, 0)
+    both = DGA(m, local=gxi, n_steps=1, negative_scale=0.5).attribute(x, 0)
+    phi = gxi(m, x, torch.tensor([0, 0]))
+    torch.testing.assert_close(both, pos + 0.5 * phi.clamp_max(0))
+    for masks in ("wc", "epc"):
+        out = DGA(m, local=gxi, n_steps=4, masks=masks).attribute(x, 0)
+        assert out.shape == x.shape and (out >= 0).all()
+    # WC-only masks are hard (0/1); the combined mask is soft with values in {0, r, 1-r, 1}
+    phi = torch.randn(1, 3, 4, 4, dtype=torch.float64)
+    vals = set((0.3 * wc_mask(phi, 0.3) + 0.7 * epc_mask(phi, 0.9)).unique().tolist())
+    assert vals <= {0.0, 0.3, 0.7, 1.0}
+
+
+def test_contract_shape_dtype_device_hygiene():
+    m, x = cnn().train(), torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    out = DGA(m, local=gxi, n_steps=3).attribute(x, None)
+    assert out.shape == x.shape and out.dtype == x.dtype and out.device == x.device and not out.requires_grad
+    assert m.training and all(p.requires_grad for p in m.parameters())
+    assert all(len(mod._forward_hooks) == 0 for mod in m.modules())
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
+@pytest.mark.parametrize("kw, msg", [({"n_steps": 0}, "`n_steps`"), ({"epc_ratio": 1.5}, "`epc_ratio`"),
+                                     ({"masks": "all"}, "`masks`")])
+def test_bad_config(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        DGA(cnn(), local=gxi, **kw)
+
+
+def bn_cnn():
+    torch.manual_seed(1)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(6 * 4 * 4, 5)).double()
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-0.5, 0.5); m[1].running_var.uniform_(0.5, 2.0); m[1].bias.uniform_(-0.3, 0.3)
+    return m.eval()
+
+
+def test_default_local_is_ufg_and_one_step_is_relu_ufg():
+    m, x = bn_cnn(), torch.randn(3, 3, 8, 8, dtype=torch.float64)
+    ufg = UniformFullGrad(m).attribute(x, 2)
+    assert DGA(m).local is not None and DGA(m, n_steps=1).attribute(x, 2).equal(DGA(m, local="ufg", n_steps=1).attribute(x, 2))
+    torch.testing.assert_close(DGA(m, n_steps=1).attribute(x, 2), ufg.clamp_min(0))
+    assert (ufg < 0).any()  # UFG is signed, so the ReLU matters
+
+
+@pytest.mark.parametrize("n_steps, q", [(30, 0.9), (8, 0.7)])
+def test_dga_ufg_matches_appendix_listing(n_steps, q):
+    m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([4, 0, 1, 3])
+    ours = attribute(m, x, t, method="dga", n_steps=n_steps, epc_ratio=q)
+    ref = appendix_dga(x, m, t, as_local("ufg"), q, n_steps)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-8)
+    assert not torch.allclose(ours, DGA(m, n_steps=1).attribute(x, t))  # the distillation sequence changes the map
+
+
+def test_relu_variants_of_ig_and_gig():
+    from attribkit.attr import gradient
+    m, x = bn_cnn(), torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    ig = gradient.IntegratedGradients(m, n_steps=12).attribute(x, 1)
+    torch.testing.assert_close(attribute(m, x, 1, method="ig_p1", n_steps=12), ig.clamp_min(0))
+    p2 = attribute(m, x, 1, method="ig_p2", n_steps=12)
+    torch.testing.assert_close(p2, gradient.IntegratedGradients(m, n_steps=12, relu_inside=True).attribute(x, 1))
+    assert (p2 >= ig.clamp_min(0) - 1e-10).all() and not torch.allclose(p2, ig.clamp_min(0))
+    gig = gradient.GuidedIG(m, n_steps=16).attribute(x, 1)
+    torch.testing.assert_close(attribute(m, x, 1, method="gig_p1", n_steps=16), gig.clamp_min(0))
+    g2 = attribute(m, x, 1, method="gig_p2", n_steps=16)
+    assert (g2 >= gig.clamp_min(0) - 1e-10).all() and not torch.allclose(g2, gig.clamp_min(0))
+
+
+def test_flip_protocol_hand_computed():
+    lin = nn.Sequential(nn.Flatten(), nn.Linear(4, 2, bias=False)).double()
+    with torch.no_grad(): lin[1].weight.copy_(torch.tensor([[1., 2., 3., 4.], [0., 0., 0., 0.]]))
+    x = torch.ones(1, 1, 2, 2, dtype=torch.float64)
+    s = flip_scores(lin, x, x * lin[1].weight[0].view(1, 1, 2, 2), 0, steps=4)
+    # MoRF removes 4, 3, 2, 1 → logits 10, 6, 3, 1, 0; LeRF removes 1, 2, 3, 4 → 10, 9, 7, 4, 0 (zero fill)
+    torch.testing.assert_close(s["morf_logit"], torch.tensor([0.25 * (5 + 6 + 3 + 1)], dtype=torch.float64))
+    torch.testing.assert_close(s["lerf_logit"], torch.tensor([0.25 * (5 + 9 + 7 + 4)], dtype=torch.float64))
+    p = torch.sigmoid(torch.tensor([10., 6., 3., 1., 0.], dtype=torch.float64))
+    torch.testing.assert_close(s["morf_prob"], torch.trapezoid(p, dx=0.25)[None])
+
+
+def test_paired_difference():
+    a, b = torch.tensor([1., 2., 3., 4.]), torch.tensor([0., 2., 2., 2.])
+    d = paired_difference(a, b)
+    assert d["n"] == 4 and abs(d["mean"] - 1.0) < 1e-12
+    assert abs(d["std"] - (2 / 3) ** 0.5 / 2) < 1e-12  # differences 1, 0, 1, 2: sample variance 2/3, SE = s/√4
+
+
+def test_compare_summarise_and_claims():
+    m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
+    res = compare_methods(m, x, t, {"G*I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt)}, seed=0)
+    assert set(res) == {"G*I", "DGA", "random"} and res["DGA"]["lerf_prob"].shape == (4,)
+    cells = summarise(res, "M")
+    assert cells["M | DGA | LeRF prob"] == pytest.approx(float(res["DGA"]["lerf_prob"].mean()))
+    d = cells["M | DGA − G*I | MoRF logit (paired, ± SE)"]
+    assert d["n"] == 4 and d["mean"] == pytest.approx(float((res["DGA"]["morf_logit"] - res["G*I"]["morf_logit"]).mean()))
+    lerf, morf = direction_claims(res, "M")
+    assert lerf["holds"] == bool(res["DGA"]["lerf_prob"].mean() > res["G*I"]["lerf_prob"].mean())
+    assert morf["holds"] == bool(res["DGA"]["morf_prob"].mean() < res["G*I"]["morf_prob"].mean())
+    # the same seed gives the same control and the same tie-breaking
+    again = compare_methods(m, x, t, {"G*I": gxi}, seed=0)
+    assert torch.equal(again["random"]["lerf_prob"], res["random"]["lerf_prob"])
+
+
+def test_paper_scale_fails_clearly_without_local_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="weights_path"):
+        load_paper_model("VGG-16", None)
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        load_paper_model("ResNet-18", tmp_path)
+    with pytest.raises(FileNotFoundError, match="ImageNet"):
+        paper_images(tmp_path, 224, 4)
+    with pytest.raises(ValueError, match="`scale`"):
+        dga_setup("huge")
