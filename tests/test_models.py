@@ -5,7 +5,8 @@ from torch import nn
 import attribkit.models as M
 from attribkit.models import (nib_vgg, vgg16_bn_cifar, vgg16_voc, lenet_300_100, lenet5, cifar_resnet, wrn,
                               mobilenet_v1, moons_mlp, make_activation, ScaleBatchNorm2d, train, evaluate,
-                              train_cached, cache_key, atomic_save, num_params, ACTIVATIONS, NIB_CFGS)
+                              train_cached, cache_key, num_params, ACTIVATIONS, NIB_CFGS)
+from attribkit.core import atomic_save
 from attribkit.data import moons
 
 
