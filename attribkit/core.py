@@ -232,7 +232,7 @@ def atomic_save(obj, path: str | os.PathLike) -> Path:
     "`torch.save(obj)` to `path` atomically (through `atomic_write`); return the path."
     return atomic_write(path, lambda f: torch.save(obj, f))
 
-# %% ../nbs/00_core.ipynb #8cbe5068
+# %% ../nbs/00_core.ipynb #6dc08cb6
 _REGISTRY: dict[str, type] = {}
 
 class Attribution:
@@ -248,7 +248,9 @@ class Attribution:
 def register(name: str) -> Callable[[type], type]:
     "Class decorator adding an attribution method to the registry under `name`."
     def deco(cls):
-        if name in _REGISTRY and _REGISTRY[name] is not cls: raise ValueError(f"method name {name!r} is taken")
+        old = _REGISTRY.get(name)
+        if old is not None and old.__qualname__ != cls.__qualname__:  # a re-definition (notebook re-run) may replace itself
+            raise ValueError(f"method name {name!r} is taken by {old.__qualname__}")
         _REGISTRY[name] = cls; cls.name = name
         return cls
     return deco
