@@ -18,7 +18,7 @@ from . import distributed
 __all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'DIGITS_NIB_CONFIG', 'DIGITS_NIB_RECIPE', 'make_activation',
            'Net', 'num_params', 'ScaleBatchNorm2d', 'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5',
            'moons_mlp', 'BasicBlock', 'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate',
-           'cache_dir', 'cache_key', 'train_cached', 'digits_nib_vgg']
+           'cache_dir', 'cache_key', 'data_fingerprint', 'train_cached', 'digits_nib_vgg']
 
 # %% ../nbs/02_models.ipynb #d620b1e4
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
@@ -393,7 +393,7 @@ def evaluate(model: nn.Module, data: Dataset, topk: Sequence[int] = (1, 5), batc
     n_cls = out.shape[1] if out.shape[1] > 1 else 2
     return {f"top{k}": hits[k] / n for k in topk if k == 1 or k < n_cls}
 
-# %% ../nbs/02_models.ipynb #c4bb69f6
+# %% ../nbs/02_models.ipynb #35875a4d
 def cache_dir() -> Path:
     "The checkpoint folder: $ATTRIBKIT_CACHE or ~/.cache/attribkit."
     return Path(os.environ.get("ATTRIBKIT_CACHE") or Path.home() / ".cache" / "attribkit").expanduser()
@@ -406,11 +406,21 @@ def cache_key(model_fn: Callable | str, config: dict, data_key: str, recipe: dic
                        "version": attribkit.__version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
+def data_fingerprint(data: Dataset) -> str:
+    "SHA-256 of a TensorDataset's tensors (dtype, shape and bytes); for other data sets their class name and length."
+    h = hashlib.sha256()
+    if isinstance(data, torch.utils.data.TensorDataset):
+        for t in data.tensors:
+            t = t.detach().cpu().contiguous()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode()); h.update(t.view(torch.uint8).numpy().tobytes())
+    else: h.update(f"{type(data).__name__}:{len(data)}".encode())
+    return h.hexdigest()
+
 def train_cached(model_fn: Callable[..., nn.Module], config: dict, train_data: Dataset, data_key: str,
                  recipe: dict, seed: int = 0, device="auto", progress: bool = True,
                  test_data: Dataset | None = None) -> tuple[nn.Module, dict]:
     "Build `model_fn(**config)` (seeded) and train it with `train(**recipe)`, or load it from the checkpoint cache."
-    key = cache_key(model_fn, config, data_key, recipe, seed)
+    key = cache_key(model_fn, config, f"{data_key}:{data_fingerprint(train_data)}", recipe, seed)
     path = cache_dir() / f"{key}.pt"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
