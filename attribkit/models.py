@@ -18,7 +18,7 @@ from . import distributed
 __all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'DIGITS_NIB_CONFIG', 'DIGITS_NIB_RECIPE', 'make_activation',
            'Net', 'num_params', 'ScaleBatchNorm2d', 'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5',
            'moons_mlp', 'BasicBlock', 'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate',
-           'cache_dir', 'cache_key', 'data_fingerprint', 'train_cached', 'digits_nib_vgg']
+           'cache_dir', 'cache_key', 'data_fingerprint', 'model_fingerprint', 'train_cached', 'digits_nib_vgg']
 
 # %% ../nbs/02_models.ipynb #d620b1e4
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
@@ -393,7 +393,7 @@ def evaluate(model: nn.Module, data: Dataset, topk: Sequence[int] = (1, 5), batc
     n_cls = out.shape[1] if out.shape[1] > 1 else 2
     return {f"top{k}": hits[k] / n for k in topk if k == 1 or k < n_cls}
 
-# %% ../nbs/02_models.ipynb #35875a4d
+# %% ../nbs/02_models.ipynb #c199608d
 def cache_dir() -> Path:
     "The checkpoint folder: $ATTRIBKIT_CACHE or ~/.cache/attribkit."
     return Path(os.environ.get("ATTRIBKIT_CACHE") or Path.home() / ".cache" / "attribkit").expanduser()
@@ -412,8 +412,16 @@ def data_fingerprint(data: Dataset) -> str:
     if isinstance(data, torch.utils.data.TensorDataset):
         for t in data.tensors:
             t = t.detach().cpu().contiguous()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode()); h.update(t.view(torch.uint8).numpy().tobytes())
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode()); h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     else: h.update(f"{type(data).__name__}:{len(data)}".encode())
+    return h.hexdigest()
+
+def model_fingerprint(model: nn.Module) -> str:
+    "SHA-256 of a model's state dict (names, dtypes, shapes and values), e.g. to key data derived from a trained model."
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        v = v.detach().cpu().contiguous()
+        h.update(f"{k}{v.dtype}{tuple(v.shape)}".encode()); h.update(v.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 def train_cached(model_fn: Callable[..., nn.Module], config: dict, train_data: Dataset, data_key: str,
