@@ -343,7 +343,7 @@ def f1_000(logits: Tensor, labels: Tensor) -> float:
     "Seed 000's F1: raw logit ≥ 0.5 (no sigmoid), averaged over samples; higher is better."
     return multilabel_f1(logits, labels, threshold=0.5, on="logit", average="samples")
 
-# %% ../nbs/04_metrics.ipynb #dbc7216e
+# %% ../nbs/04_metrics.ipynb #7eb6e9dc
 @dataclass
 class RoarResult:
     "ROAR scores per fraction (rows) and repeat (columns) for the attribution and the random control."
@@ -428,7 +428,7 @@ def roar(train_ds, test_ds, attribute_fn: str | Callable, model_factory: Callabl
     flat = sharded_map(one, [(j, s) for j in jobs for s in seeds], 1, progress=progress, desc="ROAR")
     sc = {j: flat[q * repeats:(q + 1) * repeats] for q, j in enumerate(jobs)}
     fr = torch.tensor(([0.0] if baseline else []) + fracs, dtype=torch.float64)
-    return RoarResult(fr, {k: torch.tensor([sc[None, 0.0]] * baseline + [sc[k, f] for f in fracs], dtype=torch.float64)
+    return RoarResult(fr, {k: torch.tensor(([sc[None, 0.0]] if baseline else []) + [sc[k, f] for f in fracs], dtype=torch.float64)
                            for k in kinds})
 
 # %% ../nbs/04_metrics.ipynb #02ab2cd6

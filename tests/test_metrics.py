@@ -269,6 +269,8 @@ def test_roar_true_attribution_beats_random_and_is_seeded(tmp_path):
     assert (tmp_path / "roar_train_attribution.pt").exists()
     r2 = roar(tr, te, fn, _factory, _train, **kw)                    # second run reads the cached ranks
     assert all(torch.equal(r1.scores[k], r2.scores[k]) for k in r1.scores)
+    r3 = roar(tr, te, fn, _factory, _train, **kw, baseline=False)    # without the unmasked baseline run
+    assert r3.fractions.tolist() == [0.2] and all(torch.equal(r3.scores[k], r1.scores[k][1:]) for k in r1.scores)
 
 
 def test_mprt_untouched_model_seeded_and_sensitive():
