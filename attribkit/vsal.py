@@ -16,7 +16,7 @@ from .core import Attribution, check_inputs, check_model, model_scope, register
 # %% auto #0
 __all__ = ['APPENDIX_CHANNELS', 'TOPK', 'difference_matrix', 'tv_precision', 'ar1_precision', 'SoftTVPrior',
            'kronecker_gaussian_kl', 'SaliencyEncoder', 'topk_count', 'hard_topk', 'gumbel_topk', 'sinkhorn_topk',
-           'VariationalSaliency']
+           'VariationalSaliency', 'fit_cached']
 
 # %% ../nbs/14_vsal.ipynb #9daf834d
 def difference_matrix(n: int, dtype=None, device=None) -> Tensor:
@@ -330,3 +330,22 @@ class VariationalSaliency(Attribution):
         with model_scope(self.model):
             p_o, p_p = F.softmax(self.model(inputs), 1), F.softmax(self.model(xt), 1)
         return dict(mu=mu, var=log_var.exp(), s=s, mask=m, perturbed=xt, p_origin=p_o, p_perturb=p_p)
+
+# %% ../nbs/14_vsal.ipynb #211fa477
+def fit_cached(clf: nn.Module, clf_key: str, data, data_key: str, settings: dict, fit_kw: dict, seed: int = 0) -> "VariationalSaliency":
+    "A `VariationalSaliency(clf, **settings)` fitted on `data.train`, or its encoder loaded from the checkpoint cache (`attribkit.models`)."
+    from attribkit.core import atomic_save
+    from attribkit.models import cache_dir, cache_key
+    vsm = VariationalSaliency(clf, **settings)
+    key = cache_key("attribkit.vsal.VariationalSaliency", dict(settings, prior=[vsm.prior.kind, vsm.prior.strength], classifier=clf_key),
+                    data_key, fit_kw, seed)
+    path = cache_dir() / f"{key}.pt"
+    if path.exists():
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.random.fork_rng(devices=[]): vsm.encoder = SaliencyEncoder(data.train[0][0].shape[0], vsm.width)   # leaves the global RNG as fit does
+        vsm.encoder.load_state_dict(ck["state_dict"]); vsm.encoder.to(next(clf.parameters()).device).eval()
+        vsm.history = ck["history"]
+        return vsm
+    vsm.fit(data.train, seed=seed, progress=False, **fit_kw)
+    atomic_save({"state_dict": {k_: v.detach().cpu() for k_, v in vsm.encoder.state_dict().items()}, "history": vsm.history, "key": key}, path)
+    return vsm
