@@ -236,7 +236,7 @@ def test_ebp_no_winning_path_gives_zeros():
 
 
 def test_ebp_layer_not_found_lists_close_names():
-    with pytest.raises(ValueError, match="close names"):
+    with pytest.raises(ValueError, match="closest names"):
         ExcitationBackprop(cnn(), layer="44")
 
 

@@ -10,7 +10,14 @@ from attribkit.distill import (forward_with_activation, swa_map, ewa_map, channe
                                iterative_magnitude_prune, evaluate_compression, VGG16_PRUNE_PATTERN)
 from attribkit.core import attribute
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    "float64 by default in this module only (a module-level set_default_dtype leaked into every later-run test file)."
+    old = torch.get_default_dtype(); torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def _net(c: int, act=nn.ReLU, hidden: int = 16, k: int = 5) -> nn.Sequential:

@@ -5,7 +5,8 @@ from torch import nn
 import attribkit.models as M
 from attribkit.models import (nib_vgg, vgg16_bn_cifar, vgg16_voc, lenet_300_100, lenet5, cifar_resnet, wrn,
                               mobilenet_v1, moons_mlp, make_activation, ScaleBatchNorm2d, train, evaluate,
-                              train_cached, cache_key, atomic_save, num_params, ACTIVATIONS, NIB_CFGS)
+                              train_cached, cache_key, num_params, ACTIVATIONS, NIB_CFGS)
+from attribkit.core import atomic_save
 from attribkit.data import moons
 
 
@@ -218,8 +219,10 @@ def test_cache_round_trip(tmp_path, monkeypatch):
     ck = torch.load(files[0], weights_only=True)
     assert set(ck) == {"state_dict", "history", "key"} and files[0].stem == ck["key"]
     # every ingredient changes the key
-    base = cache_key(moons_mlp, {"hidden": (6, 3)}, "moons-200", rec, 0)
+    from attribkit.models import data_fingerprint
+    base = cache_key(moons_mlp, {"hidden": (6, 3)}, f"moons-200:{data_fingerprint(data)}", rec, 0)
     assert base == ck["key"]
+    base = cache_key(moons_mlp, {"hidden": (6, 3)}, "moons-200", rec, 0)
     assert len({base, cache_key(moons_mlp, {"hidden": (6, 4)}, "moons-200", rec, 0),
                 cache_key(moons_mlp, {"hidden": (6, 3)}, "moons-300", rec, 0),
                 cache_key(moons_mlp, {"hidden": (6, 3)}, "moons-200", dict(rec, lr=0.1), 0),
@@ -269,3 +272,19 @@ def test_digits_nib_vgg16_accuracy_and_completeness(tmp_path, monkeypatch):
                 p.normal_(0, 0.05)
     biased.eval()
     assert gxi_rel_gap(biased, x, y).median() > 1e-2
+
+
+def test_cache_key_follows_the_data(tmp_path, monkeypatch):
+    "Changing the training data (same data_key) must not reuse a model trained on the old data."
+    from attribkit.models import data_fingerprint
+    from torch.utils.data import TensorDataset
+    x = torch.randn(8, 2); y = torch.zeros(8, dtype=torch.long)
+    a, b = TensorDataset(x, y), TensorDataset(x.clone(), y.clone())
+    assert data_fingerprint(a) == data_fingerprint(b)
+    b.tensors[0][0, 0] += 1
+    assert data_fingerprint(a) != data_fingerprint(b)
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path))
+    rec = dict(epochs=1, lr=0.01, optimizer="adam", weight_decay=0.0)
+    _, h1 = train_cached(moons_mlp, dict(num_classes=2), a, "same-key", rec, progress=False)
+    _, h2 = train_cached(moons_mlp, dict(num_classes=2), b, "same-key", rec, progress=False)
+    assert not h1["cached"] and not h2["cached"] and len(list(tmp_path.glob("*.pt"))) == 2
