@@ -128,6 +128,18 @@ def test_flip_protocol_hand_computed():
     torch.testing.assert_close(s["morf_prob"], torch.trapezoid(p, dx=0.25)[None])
 
 
+def test_flip_scores_equal_pixel_flipping():
+    from attribkit.metrics import pixel_flipping
+    m, x, t = bn_cnn(), torch.randn(5, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 0])
+    a = DGA(m, n_steps=4).attribute(x, t)            # many exact zeros: the seeded tie order matters
+    for fill in ("zero", "mean"):
+        s = flip_scores(m, x, a, t, seed=7, steps=10, fill=fill)
+        for k, v in s.items():
+            ref = pixel_flipping(m, x, a, t, order=k[:4], steps=10, fill=fill, softmax=k.endswith("prob"), seed=7).auc
+            torch.testing.assert_close(v, ref)
+    with pytest.raises(ValueError, match="shape"): flip_scores(m, x, a[:, :1], t)
+
+
 def test_paired_difference():
     a, b = torch.tensor([1., 2., 3., 4.]), torch.tensor([0., 2., 2., 2.])
     d = paired_difference(a, b)
