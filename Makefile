@@ -6,6 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attribkit-installed
 SCALE ?= smoke
+JOBS ?= 2
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 
@@ -18,7 +19,7 @@ $(STAMP): settings.ini setup.py
 	touch $(STAMP)
 
 reproduce: $(STAMP)
-	$(BIN)/attribkit-reproduce --scale $(SCALE)
+	$(BIN)/attribkit-reproduce --scale $(SCALE) --jobs $(JOBS)
 
 test: $(STAMP) sync-check pytest nbtest
 
