@@ -35,21 +35,8 @@ def _gxi(model, x, t):
     return g * x
 
 
-def _roar_data(n, g):
-    y = torch.randint(0, 2, (n,), generator=g)
-    x = torch.randn(n, 1, 5, 5, generator=g) * 0.5
-    x[:, 0, 1:3, 1:3] += (2.0 * y - 1).view(n, 1, 1) * 1.5
-    return x, y
-
-
-def _factory(): return nn.Sequential(nn.Flatten(), nn.Linear(25, 2))
-
-
-def _train(net, x, y, generator):
-    for _ in range(20):
-        net.zero_grad(); F.cross_entropy(net(x), y).backward()
-        with torch.no_grad():
-            for p in net.parameters(): p -= 0.5 * p.grad
+from roar_toy import roar_data as _roar_data, roar_factory as _factory, roar_train
+_train = roar_train(20)
 
 
 def _roar_attr(x, y):
