@@ -329,7 +329,7 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
     parts.append("</body></html>")
     return atomic_write(hdir / "index.html", "\n".join(parts))
 
-# %% ../nbs/20_reproduce.ipynb #90dc869b
+# %% ../nbs/20_reproduce.ipynb #33cd88ab
 def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
@@ -385,6 +385,8 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     else:
         # fork (Linux) avoids re-importing torch in every worker; workers start at submit, before tqdm's thread exists
         ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        # the kernels share the cores: unless the user chose, each gets cores // jobs threads (no oversubscription)
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
         with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as ex:
             futs = {ex.submit(_run_task, t): n for n, t in tasks.items()}
             bar = tqdm(total=len(notebooks), desc=f"notebooks ({jobs} jobs)", unit="nb", disable=not progress, initial=len(records))
