@@ -188,9 +188,9 @@ def _stats(stats, table: dict) -> tuple:
     if stats not in table: raise ValueError(f"`stats` must be one of {sorted(table)}, got {stats!r}")
     return table[stats]
 
-# %% ../nbs/01_data.ipynb #6f316285
+# %% ../nbs/01_data.ipynb #53bd65e5
 def _cifar(data_root, folder: str, files: list[str], what: str, archive: str, dataset: str, num_classes: int,
-           augment: bool, stats: str) -> DataSplits:
+           augment: bool, stats: str, cls_name: str) -> DataSplits:
     root = _root(data_root)
     _require(root / folder, files, what,
              f"Extract {archive} inside data_root so that data_root/{folder}/ holds these files")
@@ -198,19 +198,19 @@ def _cifar(data_root, folder: str, files: list[str], what: str, archive: str, da
     mean, std = _stats(stats, CIFAR_STATS)
     norm = [T.ToTensor(), T.Normalize(mean, std)]
     tr = T.Compose(([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if augment else []) + norm)
-    ds = getattr(torchvision.datasets, what.replace("-", ""))
+    ds = getattr(torchvision.datasets, cls_name)
     return DataSplits(ds(str(root), train=True, transform=tr, download=False),
                       ds(str(root), train=False, transform=T.Compose(norm), download=False), num_classes, mean, std, dataset)
 
 def cifar10(data_root, augment: bool = True, stats: str = "neuron_merging") -> DataSplits:
     "CIFAR-10 from `data_root/cifar-10-batches-py` (the python version of the data set); never downloads."
     return _cifar(data_root, "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"],
-                  "CIFAR-10", "cifar-10-python.tar.gz", "cifar10", 10, augment, stats)
+                  "CIFAR-10", "cifar-10-python.tar.gz", "cifar10", 10, augment, stats, "CIFAR10")
 
 def cifar100(data_root, augment: bool = True, stats: str = "neuron_merging") -> DataSplits:
     "CIFAR-100 from `data_root/cifar-100-python` (the python version of the data set); never downloads."
     return _cifar(data_root, "cifar-100-python", ["train", "test", "meta"], "CIFAR-100", "cifar-100-python.tar.gz",
-                  "cifar100", 100, augment, stats)
+                  "cifar100", 100, augment, stats, "CIFAR100")
 
 def fashion_mnist(data_root) -> DataSplits:
     "FashionMNIST from `data_root/FashionMNIST/raw` (the four unzipped idx files), normalised with (0.5, 0.5)."
