@@ -242,6 +242,10 @@ class Attribution:
     def attribute(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
         "Attributions with the shape of `inputs`."
         raise NotImplementedError
+    def attribute_rows(self, rows: Tensor, target: Tensor, **kwargs) -> Tensor:
+        """Attributions of `rows` that a wrapper (e.g. SmoothGrad) has already validated, with `target` a LongTensor,
+        called inside the wrapper's open `model_scope`. Default: `attribute`; a subclass may skip its checks here."""
+        return self.attribute(rows, target, **kwargs)
     def __call__(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
         return self.attribute(inputs, target, **kwargs)
 

@@ -14,8 +14,8 @@ from ..core import (Attribution, register, get_method, model_scope, target_grad,
                             chunks, batched_forward, check_output)
 
 # %% auto #0
-__all__ = ['QUADRATURES', 'Saliency', 'InputXGradient', 'GradientXSign', 'PositiveInputXGradient', 'quadrature_points',
-           'IntegratedGradients', 'SmoothGrad', 'VarGrad', 'GuidedIG']
+__all__ = ['QUADRATURES', 'GradientMap', 'Saliency', 'InputXGradient', 'GradientXSign', 'PositiveInputXGradient',
+           'quadrature_points', 'IntegratedGradients', 'SmoothGrad', 'VarGrad', 'GuidedIG']
 
 # %% ../../nbs/03a_attr_gradient.ipynb #37aa5051
 def _setup(model: nn.Module, inputs: Tensor, target) -> Tensor:
@@ -60,45 +60,59 @@ def _input_grad(model: nn.Module, inputs: Tensor, target) -> Tensor:
     with model_scope(model):
         return target_grad(model, inputs, target).detach()
 
+class GradientMap(Attribution):
+    "An attribution computed from the input and its gradient alone: `combine(x, ∇f_k(x))`."
+    def combine(self, x: Tensor, grad: Tensor, **kwargs) -> Tensor:
+        "The map from the (detached) input `x` and its gradient `grad`."
+        raise NotImplementedError
+    def attribute(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
+        "`combine(x, ∇f_k(x))`, shaped like `inputs`."
+        grad = _input_grad(self.model, inputs, target)  # validates `inputs` first
+        return self.combine(inputs.detach(), grad, **kwargs)
+    def attribute_rows(self, rows: Tensor, target: Tensor, **kwargs) -> Tensor:
+        "One forward+backward of validated `rows` inside the caller's model scope (no checks, no nested scope)."
+        return self.combine(rows.detach(), target_grad(self.model, rows, target).detach(), **kwargs)
+
 @register("saliency")
-class Saliency(Attribution):
+class Saliency(GradientMap):
     "Signed input gradient ∇f_k (Simonyan et al. 2014); `abs` and per-pixel `channel_max` optional."
     def __init__(self, model: nn.Module, abs: bool = False, channel_max: bool = False):
         super().__init__(model); self.abs, self.channel_max = abs, channel_max
     def attribute(self, inputs: Tensor, target=None, abs: bool | None = None, channel_max: bool | None = None) -> Tensor:
         "The gradient map, shaped like `inputs`."
-        g = _input_grad(self.model, inputs, target)
-        if (self.abs if abs is None else abs): g = g.abs()
+        return super().attribute(inputs, target, abs=abs, channel_max=channel_max)
+    def combine(self, x: Tensor, grad: Tensor, abs: bool | None = None, channel_max: bool | None = None) -> Tensor:
+        "∇f_k, optionally its absolute value and/or its maximum over channels."
+        if (self.abs if abs is None else abs): grad = grad.abs()
         if (self.channel_max if channel_max is None else channel_max):
-            if g.ndim < 3: raise ValueError(f"`channel_max` needs inputs with a channel axis (N, C, ...), got shape {tuple(g.shape)}")
-            g = g.amax(1, keepdim=True).expand_as(g).contiguous()
-        return g
+            if grad.ndim < 3: raise ValueError(f"`channel_max` needs inputs with a channel axis (N, C, ...), got shape {tuple(grad.shape)}")
+            grad = grad.amax(1, keepdim=True).expand_as(grad).contiguous()
+        return grad
 
 @register("gxi")
-class InputXGradient(Attribution):
+class InputXGradient(GradientMap):
     "Gradient × input, x ⊙ ∇f_k (Shrikumar et al. 2016)."
-    def attribute(self, inputs: Tensor, target=None) -> Tensor:
-        "x ⊙ ∇f_k, shaped like `inputs`."
-        return inputs.detach() * _input_grad(self.model, inputs, target)
+    def combine(self, x: Tensor, grad: Tensor) -> Tensor:
+        "x ⊙ ∇f_k."
+        return x * grad
 
 @register("gxsi")
-class GradientXSign(Attribution):
+class GradientXSign(GradientMap):
     "Gradient × sign of the input, sign(x) ⊙ ∇f_k (seed 003, eq. 13)."
-    def attribute(self, inputs: Tensor, target=None) -> Tensor:
-        "sign(x) ⊙ ∇f_k, shaped like `inputs`."
-        return inputs.detach().sign() * _input_grad(self.model, inputs, target)
+    def combine(self, x: Tensor, grad: Tensor) -> Tensor:
+        "sign(x) ⊙ ∇f_k."
+        return x.sign() * grad
 
 @register("pgxi")
-class PositiveInputXGradient(Attribution):
+class PositiveInputXGradient(GradientMap):
     "Positive gradient × input: ReLU(∇f_k) ⊙ x (seed 003); `variant='abs'` gives |∇f_k| ⊙ x as the paper's code ran."
     def __init__(self, model: nn.Module, variant: str = "relu"):
         super().__init__(model)
         if variant not in ("relu", "abs"): raise ValueError(f"`variant` must be 'relu' or 'abs', got {variant!r}")
         self.variant = variant
-    def attribute(self, inputs: Tensor, target=None) -> Tensor:
-        "[∇f_k]⁺ ⊙ x (or |∇f_k| ⊙ x), shaped like `inputs`."
-        g = _input_grad(self.model, inputs, target)
-        return inputs.detach() * (g.clamp_min(0) if self.variant == "relu" else g.abs())
+    def combine(self, x: Tensor, grad: Tensor) -> Tensor:
+        "[∇f_k]⁺ ⊙ x (or |∇f_k| ⊙ x)."
+        return x * (grad.clamp_min(0) if self.variant == "relu" else grad.abs())
 
 # %% ../../nbs/03a_attr_gradient.ipynb #1b02c5e5
 QUADRATURES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid", "gausslegendre")
@@ -126,7 +140,7 @@ class IntegratedGradients(Attribution):
 
     Quadrature `method` (alias `quadrature`; default "gausslegendre") in QUADRATURES.
     Default `internal_batch_size`: `core.auto_batch_size` — min(cap, 1 GiB // (2 × activation bytes of one sample)),
-    cap 4096 rows on CUDA and 256 on CPU, so a default call needs at most about 1 GiB for activations."""
+    cap 4096 rows on CUDA and 128 on CPU, so a default call needs at most about 1 GiB for activations."""
     def __init__(self, model: nn.Module, n_steps: int = 50, method: str | None = None,
                  internal_batch_size: int | None = None, relu_inside: bool = False, quadrature: str | None = None):
         super().__init__(model)
@@ -190,7 +204,7 @@ class SmoothGrad(Attribution):
     """SmoothGrad (Smilkov et al. 2017): the mean of `base` attributions over `n_samples` noisy copies.
 
     Noise std = `noise_level` × (max − min) of each sample. Default `internal_batch_size`: `core.auto_batch_size`
-    (≤ 1 GiB of activations; cap 256 rows on CPU, 4096 on CUDA), divided by the base's `n_steps` if it has one."""
+    (≤ 1 GiB of activations; cap 128 rows on CPU, 4096 on CUDA), divided by the base's `n_steps` if it has one."""
     reduce = "mean"
     def __init__(self, model: nn.Module, base: str | type = "saliency", n_samples: int = 50, noise_level: float = 0.15,
                  internal_batch_size: int | None = None, **base_kw):
@@ -223,11 +237,11 @@ class SmoothGrad(Attribution):
                 ibs = max(1, ibs // steps)
             flat = x.flatten(1)
             sigma = level * (flat.amax(1) - flat.amin(1))
-            eps = torch.randn((n_samples, *x.shape), generator=gen, dtype=x.dtype,
-                              device=gen.device if gen is not None else x.device).to(x.device)
-            rows = (x.unsqueeze(0) + _bcast(sigma, x).unsqueeze(0) * eps).reshape(n_samples * n, *x.shape[1:])
+            rows = torch.randn((n_samples, *x.shape), generator=gen, dtype=x.dtype,
+                               device=gen.device if gen is not None else x.device).to(x.device)
+            rows = rows.mul_(_bcast(sigma, x).unsqueeze(0)).add_(x.unsqueeze(0)).reshape(n_samples * n, *x.shape[1:])
             t_rows = t.repeat(n_samples)
-            attrs = torch.cat([base.attribute(rows[s], t_rows[s], **call_kw) for s in chunks(len(rows), ibs)])
+            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in chunks(len(rows), ibs)])
             attrs = attrs.view(n_samples, *x.shape)
             return (attrs.mean(0) if self.reduce == "mean" else attrs.var(0, unbiased=False)).detach()
 
