@@ -78,10 +78,10 @@ def sweep(make, candidates, device, pilot):
     return best
 
 
-def sizes(n_rows, unit=1):
-    "Candidate chunk sizes (multiples of `unit`, powers of two, and all rows)."
-    c = {unit * 2**k for k in range(0, 14) if unit * 2**k < n_rows} | {n_rows}
-    return sorted(c)
+def sizes(n_rows, unit=1, smallest=4, largest=8192):
+    "Candidate chunk sizes: multiples of `unit` by powers of two from `smallest` rows, and all rows up to `largest`."
+    c = {unit * 2**k for k in range(0, 14) if smallest <= unit * 2**k < min(n_rows, largest + 1)}
+    return sorted(c | ({n_rows} if n_rows <= largest else set()))
 
 
 def bench(name, model, x, device, repeats, pilot, methods):
@@ -102,7 +102,7 @@ def bench(name, model, x, device, repeats, pilot, methods):
                 cig = captum_attr.IntegratedGradients(model)
                 capt = lambda ibs=None: (lambda: cig.attribute(x, target=t, n_steps=steps, internal_batch_size=ibs))
                 # captum splits by whole steps: chunk = ibs // n steps of n rows
-                c_best = sweep(lambda c: capt(c), sizes(steps * n, n), device, pilot)
+                c_best = sweep(lambda c: capt(c), sizes(steps * n, n, smallest=1), device, pilot)
                 variants["capt_default"], variants["capt_best"] = capt(None), capt(c_best)
             backward = True
         elif meth == "SmoothGrad(50)":
@@ -116,14 +116,14 @@ def bench(name, model, x, device, repeats, pilot, methods):
                 sd = float(0.15 * (x.max() - x.min()))
                 capt = lambda bs=None: (lambda: nt.attribute(x, nt_type="smoothgrad", nt_samples=ns, stdevs=sd,
                                                              target=t, abs=False, nt_samples_batch_size=bs))
-                c_best = sweep(lambda c: capt(c), sizes(ns), device, pilot)  # in samples (× n rows)
+                c_best = sweep(lambda c: capt(c), sizes(ns, smallest=1), device, pilot)  # in samples (× n rows)
                 variants["capt_default"], variants["capt_best"] = capt(None), capt(c_best)
             backward = True
         elif meth == "RISE(4000)":
             nm = 4000
             rows = (x.unsqueeze(0) * torch.rand(nm, 1, 1, *x.shape[2:], device=device)).reshape(nm * n, *x.shape[1:])
             trows = t.repeat(nm)
-            ours = lambda ibs=None: (lambda: RISE(model, n_masks=nm, internal_batch_size=ibs).attribute(x, t, seed=0))
+            ours = lambda ibs=None: (lambda: RISE(model).attribute(x, t, n_masks=nm, internal_batch_size=ibs, seed=0))
             backward = False
         lb_size = sweep(lambda c: lower_bound_fn(model, rows, trows, c, backward), sizes(len(rows)), device, pilot)
         variants = {"ours": ours(), "ours_lbchunk": ours(lb_size), "lb": lower_bound_fn(model, rows, trows, lb_size, backward),
