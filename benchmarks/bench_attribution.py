@@ -14,6 +14,7 @@ Ratios > 1 in column "ours/LB" mean slower than the bound; ratios > 1 in "capt/o
 
     python benchmarks/bench_attribution.py            # the issue's workloads
     python benchmarks/bench_attribution.py --quick    # smaller: batch 4, resnet18 at 64×64 (a few minutes on 1 CPU core)
+    python benchmarks/bench_attribution.py --only cnn --methods smoothgrad   # one workload, one method
 """
 from __future__ import annotations
 import argparse, math, statistics, time
@@ -162,6 +163,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--only", nargs="*", default=None, help="workloads to run: cnn resnet18")
+    ap.add_argument("--methods", nargs="*", default=None, help="methods to run: ig smoothgrad rise")
     args = ap.parse_args(argv)
     if args.repeats < 5: ap.error("--repeats must be >= 5 (the median of at least five runs)")
     if args.threads: torch.set_num_threads(args.threads)
@@ -175,6 +177,7 @@ def main(argv=None):
         work = {"cnn": ("cifar_cnn 16x3x32x32", cifar_cnn, (16, 3, 32, 32)),
                 "resnet18": ("resnet18 4x3x224x224", resnet18, (4, 3, 224, 224))}
     methods = ["IG(50)", "SmoothGrad(50)"] + (["RISE(4000)"] if RISE is not None else [])
+    if args.methods: methods = [m for m in methods if m.split("(")[0].lower() in args.methods]
     print(f"device={device} threads={torch.get_num_threads()} torch={torch.__version__} repeats={args.repeats} "
           f"captum={'yes' if captum_attr else 'no'} RISE={'yes' if RISE else 'not available'}")
     print(HEADER)
