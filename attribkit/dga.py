@@ -4,14 +4,12 @@
 
 # %% ../nbs/11_dga.ipynb #8e6e5ad2
 from __future__ import annotations
-import math
 from typing import Callable
 import torch
 from torch import nn, Tensor
-from .core import (Attribution, as_local, attribute, auto_batch_size, batch_quantile, batched_forward, check_inputs,
-                            check_model, check_output, check_positive_int, chunks, get_method, model_scope, predict_target,
-                            register, resolve_target)
-from .metrics import fill_values, relevance, removal_ranks
+from .core import (Attribution, as_local, attribute, batch_quantile, check_inputs, check_model,
+                            check_positive_int, get_method, model_scope, predict_target, register, resolve_target)
+from .metrics import flip_curves
 import attribkit.attr  # registers every attribution method: "ufg" (the default local), "ig", "gig", ...
 
 # %% auto #0
@@ -127,36 +125,10 @@ FLIP_STEPS = 20  # 5 % of the pixels per step
 def flip_scores(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, seed: int = 0,
                 steps: int = FLIP_STEPS, fill="zero") -> dict[str, Tensor]:
     "Per-image pixel-flip AUCs {'lerf_prob', 'morf_prob', 'lerf_logit', 'morf_logit'} under the DGA protocol."
-    check_model(model, check_inputs(inputs)); steps = check_positive_int(steps, "steps")
-    if attributions.shape != inputs.shape:
-        raise ValueError(f"`attributions` must have the inputs' shape {tuple(inputs.shape)}, got {tuple(attributions.shape)}")
-    rel = relevance(attributions, "pixel")
-    unit = (1, *inputs.shape[2:]) if inputs.ndim >= 3 else tuple(inputs.shape[1:])
-    p = rel.shape[1]
-    counts = torch.tensor([math.floor(j * p / steps + 0.5) for j in range(steps + 1)], device=inputs.device)
-    fr = counts.double() / p
-    fills = fill_values(inputs, fill)
-    out = {}
-    with model_scope(model) as m, torch.no_grad():
-        k = check_output(m(inputs[:1]), 1).shape[1]
-        t = predict_target(m, inputs) if target is None else resolve_target(target, len(inputs), k, inputs.device)
-        ibs = auto_batch_size(m, inputs)
-        per = max(1, ibs // (steps + 1))
-        for order in ("lerf", "morf"):   # one pass over the perturbed rows serves both the probability and the logit
-            ranks = removal_ranks(rel, descending=order == "morf", seed=seed)
-            prob, logit = [], []
-            for s in chunks(len(inputs), per):
-                x, r = inputs[s], ranks[s]
-                keep = r.view(len(x), 1, *unit) >= counts.view(1, -1, *[1] * len(unit))   # removed where rank < count
-                rows = torch.where(keep, x.unsqueeze(1), fills[s].unsqueeze(1)).flatten(0, 1)
-                z = batched_forward(m, rows, ibs)
-                ts = t[s].repeat_interleave(steps + 1)[:, None]
-                logit.append(z.gather(1, ts).view(len(x), steps + 1))
-                prob.append(z.softmax(1).gather(1, ts).view(len(x), steps + 1))
-            for score, c in (("prob", prob), ("logit", logit)):
-                c = torch.cat(c).to(inputs.dtype if inputs.dtype == torch.float64 else torch.float32)
-                out[f"{order}_{score}"] = torch.trapezoid(c, fr.to(c.dtype), dim=1)
-    return {k: out[k] for k in ("lerf_prob", "morf_prob", "lerf_logit", "morf_logit")}
+    curves = {order: flip_curves(model, inputs, attributions, target, order=order, steps=steps, fill=fill, unit="pixel",
+                                 seed=seed)   # one pass over the perturbed rows serves both the probability and the logit
+              for order in ("lerf", "morf")}
+    return {f"{order}_{score}": curves[order][score].auc for score in ("prob", "logit") for order in ("lerf", "morf")}
 
 def paired_difference(a: Tensor, b: Tensor) -> dict:
     "Mean of the per-item differences a − b, their standard error and n, as {'mean', 'std', 'n'} (std = the SE)."

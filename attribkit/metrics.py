@@ -18,9 +18,9 @@ from .distributed import sharded_map, is_main, agree
 
 # %% auto #0
 __all__ = ['relevance', 'removal_ranks', 'gaussian_blur', 'fill_values', 'perturbation_rows', 'Curves', 'pixel_flipping',
-           'insertion_deletion', 'evaluate_pixel_flipping', 'Scores', 'pointing_game', 'point_acc', 'roc_auc',
-           'mask_auc', 'evaluate_localization', 'average_precision', 'multilabel_map', 'multilabel_f1', 'map_000',
-           'f1_000', 'RoarResult', 'roar', 'spearman', 'ssim', 'MprtResult', 'mprt']
+           'flip_curves', 'insertion_deletion', 'evaluate_pixel_flipping', 'Scores', 'pointing_game', 'point_acc',
+           'roc_auc', 'mask_auc', 'evaluate_localization', 'average_precision', 'multilabel_map', 'multilabel_f1',
+           'map_000', 'f1_000', 'RoarResult', 'roar', 'spearman', 'ssim', 'MprtResult', 'mprt']
 
 # %% ../nbs/04_metrics.ipynb #53358a50
 def _check_attributions(attributions, inputs: Tensor) -> Tensor:
@@ -153,36 +153,50 @@ def _prepare(model, inputs, attributions, target):
             t = resolve_target(target, len(inputs), k, inputs.device)
     return a, t
 
-def _curves(model, inputs, ranks, target, steps, fill, unit, insert, softmax, internal_batch_size) -> Curves:
+def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, internal_batch_size) -> dict[str, Curves]:
+    "Curves of each score in `scores` ('prob' = softmax probability, 'logit') from one pass over the perturbed rows."
     p = ranks.shape[1]
     counts = _step_counts(p, steps, inputs.device)
     ibs = check_positive_int(internal_batch_size, "internal_batch_size") if internal_batch_size is not None \
         else auto_batch_size(model, inputs)
     per = max(1, ibs // (steps + 1))
-    out = []
+    out = {k: [] for k in scores}
     with model_scope(model), torch.no_grad():
         for s in chunks(len(inputs), per):
             x = inputs[s]
             rows = _rows(x, ranks[s], counts, fill_values(x, fill) if not isinstance(fill, Tensor) else fill[s], unit, insert)
             logits = batched_forward(model, rows.flatten(0, 1), ibs)
             check_output(logits, rows.shape[0] * rows.shape[1])
-            sc = logits.softmax(1) if softmax else logits
-            out.append(sc.gather(1, target[s].repeat_interleave(steps + 1)[:, None]).view(len(x), steps + 1))
-    curves = torch.cat(out).to(inputs.dtype if inputs.dtype == torch.float64 else torch.float32)
-    fr = (counts.to(curves.dtype) / p)
-    return Curves(curves, torch.trapezoid(curves, fr, dim=1), fr)
+            ts = target[s].repeat_interleave(steps + 1)[:, None]
+            for k in scores:
+                sc = logits.softmax(1) if k == "prob" else logits
+                out[k].append(sc.gather(1, ts).view(len(x), steps + 1))
+    dt = inputs.dtype if inputs.dtype == torch.float64 else torch.float32
+    fr = counts.to(dt) / p
+    return {k: Curves(c, torch.trapezoid(c, fr, dim=1), fr) for k, c in ((k, torch.cat(v).to(dt)) for k, v in out.items())}
 
 def pixel_flipping(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, order: str = "morf",
                    steps: int = 20, fill: str | Tensor | float = "zero", unit: str = "pixel", softmax: bool = True,
                    internal_batch_size: int | None = None, generator: torch.Generator | None = None,
                    seed: int = 0) -> Curves:
     "Target score while removing pixels in attribution order; MoRF AUC: lower is better, LeRF AUC: higher is better."
+    score = "prob" if softmax else "logit"
+    return flip_curves(model, inputs, attributions, target, order, steps, fill, unit, (score,), internal_batch_size,
+                       generator, seed)[score]
+
+def flip_curves(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, order: str = "morf",
+                steps: int = 20, fill: str | Tensor | float = "zero", unit: str = "pixel",
+                scores: tuple[str, ...] = ("prob", "logit"), internal_batch_size: int | None = None,
+                generator: torch.Generator | None = None, seed: int = 0) -> dict[str, Curves]:
+    "`pixel_flipping` curves of several scores ('prob', 'logit') at once, from one pass over the perturbed rows."
+    if not scores: raise ValueError("`scores` must name at least one of 'prob', 'logit'")
+    for k in scores: _check_choice(k, "scores", ("prob", "logit"))
     a, t = _prepare(model, inputs, attributions, target)
     steps = check_positive_int(steps, "steps"); _check_choice(order, "order", ("morf", "lerf"))
     if isinstance(fill, Tensor) or isinstance(fill, (int, float)): fill = fill_values(inputs, fill)
     else: _check_choice(fill, "fill", ("zero", "mean", "blur"))
     ranks = removal_ranks(relevance(a, unit), descending=order == "morf", generator=_generator(generator, seed))
-    return _curves(model, inputs, ranks, t, steps, fill, unit, False, softmax, internal_batch_size)
+    return _curves(model, inputs, ranks, t, steps, fill, unit, False, scores, internal_batch_size)
 
 # %% ../nbs/04_metrics.ipynb #2ee7b38c
 def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, mode: str = "deletion",
@@ -197,7 +211,8 @@ def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, t
     if isinstance(baseline, str): _check_choice(baseline, "baseline", ("zero", "mean", "blur"))
     else: baseline = fill_values(inputs, baseline)
     ranks = removal_ranks(relevance(a, unit), descending=True, generator=_generator(generator, seed))
-    return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", softmax, internal_batch_size)
+    score = "prob" if softmax else "logit"
+    return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", (score,), internal_batch_size)[score]
 
 # %% ../nbs/04_metrics.ipynb #1b3ae922
 def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, target: str = "label",

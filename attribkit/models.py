@@ -406,23 +406,22 @@ def cache_key(model_fn: Callable | str, config: dict, data_key: str, recipe: dic
                        "version": attribkit.__version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
+def _tensor_digest(named) -> str:
+    "SHA-256 over (name, tensor) pairs: each name, dtype, shape and the raw bytes."
+    h = hashlib.sha256()
+    for k, t in named:
+        t = t.detach().cpu().contiguous()
+        h.update(f"{k}{t.dtype}{tuple(t.shape)}".encode()); h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
 def data_fingerprint(data: Dataset) -> str:
     "SHA-256 of a TensorDataset's tensors (dtype, shape and bytes); for other data sets their class name and length."
-    h = hashlib.sha256()
-    if isinstance(data, torch.utils.data.TensorDataset):
-        for t in data.tensors:
-            t = t.detach().cpu().contiguous()
-            h.update(f"{t.dtype}{tuple(t.shape)}".encode()); h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    else: h.update(f"{type(data).__name__}:{len(data)}".encode())
-    return h.hexdigest()
+    if isinstance(data, torch.utils.data.TensorDataset): return _tensor_digest(("", t) for t in data.tensors)
+    return hashlib.sha256(f"{type(data).__name__}:{len(data)}".encode()).hexdigest()
 
 def model_fingerprint(model: nn.Module) -> str:
     "SHA-256 of a model's state dict (names, dtypes, shapes and values), e.g. to key data derived from a trained model."
-    h = hashlib.sha256()
-    for k, v in model.state_dict().items():
-        v = v.detach().cpu().contiguous()
-        h.update(f"{k}{v.dtype}{tuple(v.shape)}".encode()); h.update(v.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
+    return _tensor_digest(model.state_dict().items())
 
 def train_cached(model_fn: Callable[..., nn.Module], config: dict, train_data: Dataset, data_key: str,
                  recipe: dict, seed: int = 0, device="auto", progress: bool = True,
