@@ -10,7 +10,7 @@ JOBS ?= 2
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: reproduce test sync-check pytest nbtest bench clean-nbs
+.PHONY: reproduce record data test sync-check pytest nbtest bench clean-nbs
 
 $(STAMP): settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,10 +18,24 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m pip install -q -e ".[dev]" $(TORCH_PIN)
 	touch $(STAMP)
 
-reproduce: $(STAMP)
+reproduce: $(STAMP) data
 	$(BIN)/attribkit-reproduce --scale $(SCALE) --jobs $(JOBS)
 
-test: $(STAMP) sync-check pytest nbtest
+# The committed record: every notebook at the cpu tier (real data) → reproduction/cpu/*.json, summary.md; figures/*.png
+record: $(STAMP) data
+	$(BIN)/attribkit-reproduce --scale cpu --jobs $(JOBS) --out reproduction/cpu --figures figures $(RECORD_ARGS)
+
+# Real data for the cpu tier and the tests: Fashion-MNIST from Debian's package (offline; nothing is downloaded at run time)
+FMNIST := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
+data:
+	@if [ -f "$(FMNIST)" ] || [ -f "$$ATTRIBKIT_DATA/FashionMNIST/raw/t10k-labels-idx1-ubyte.gz" ] || \
+	    [ -f "$$ATTRIBKIT_DATA/FashionMNIST/raw/t10k-labels-idx1-ubyte" ]; then echo "Fashion-MNIST: present"; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist >/dev/null) && echo "Fashion-MNIST: installed"; \
+	else echo "Fashion-MNIST is missing. As root on Debian/Ubuntu: apt-get install dataset-fashion-mnist;" \
+	  "or put the four idx files in DIR/FashionMNIST/raw and export ATTRIBKIT_DATA=DIR"; exit 1; fi
+
+test: $(STAMP) data sync-check pytest nbtest
 
 # Notebooks are the source: cleaning and exporting must not change anything.
 sync-check: $(STAMP)

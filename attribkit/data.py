@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_data.ipynb #4d90d600
 from __future__ import annotations
-import math, os
+import functools, math, os
 from pathlib import Path
 from typing import NamedTuple, Sequence
 import numpy as np
@@ -12,11 +12,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import Dataset, TensorDataset
+from .core import check_positive_int
 
 # %% auto #0
-__all__ = ['SHAPE_NAMES', 'CIFAR_STATS', 'FASHION_MNIST_STATS', 'IMAGENET_STATS', 'VOC_STATS', 'VOC_CLASSES', 'DataSplits',
-           'digits', 'moons', 'shapes', 'cifar10', 'cifar100', 'fashion_mnist', 'imagenet_folder', 'VOCMultiLabel',
-           'voc2012']
+__all__ = ['SHAPE_NAMES', 'FASHION_MNIST_STATS', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_FILES', 'DEBIAN_FASHION_MNIST',
+           'CIFAR_STATS', 'IMAGENET_STATS', 'VOC_STATS', 'VOC_CLASSES', 'DataSplits', 'digits', 'moons', 'shapes',
+           'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'cifar10', 'cifar100', 'imagenet_folder',
+           'VOCMultiLabel', 'voc2012']
 
 # %% ../nbs/01_data.ipynb #beabf103
 class DataSplits(NamedTuple):
@@ -164,10 +166,122 @@ def shapes(n_train: int = 2000, n_test: int = 500, size: int = 32, num_classes: 
     return DataSplits(TensorDataset(img[tr], y[tr], masks[tr]), TensorDataset(img[te], y[te], masks[te]),
                       num_classes, tuple(mean.tolist()), tuple(std.tolist()), f"shapes-{label}")
 
+# %% ../nbs/01_data.ipynb #d558e921
+FASHION_MNIST_STATS = ((0.5,), (0.5,))
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FASHION_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")   # where `apt-get install dataset-fashion-mnist` puts it
+
+def _read_idx(path: Path) -> np.ndarray:
+    "One idx file (gzipped or not) as a uint8 array shaped by its header."
+    import gzip
+    raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
+    if raw[:2] != b"\x00\x00" or raw[2] != 8: raise ValueError(f"{path} is not an unsigned-byte idx file")
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+def fashion_mnist_dir(data_root=None) -> Path:
+    "The first folder holding the four Fashion-MNIST idx files (plain or .gz): `data_root/FashionMNIST/raw`, `$ATTRIBKIT_DATA/FashionMNIST/raw`, then Debian's."
+    tried = [Path(r).expanduser() / "FashionMNIST" / "raw" for r in (data_root, os.environ.get("ATTRIBKIT_DATA")) if r]
+    tried.append(DEBIAN_FASHION_MNIST)
+    for d in tried:
+        if all((d / f).exists() or (d / f"{f}.gz").exists() for f in FASHION_MNIST_FILES): return d
+    raise FileNotFoundError(
+        "Fashion-MNIST not found (looked in " + ", ".join(map(str, tried)) + "). Provide it in one of three ways: "
+        "(1) `make data` or `apt-get install dataset-fashion-mnist` (Debian/Ubuntu, as root); "
+        "(2) put the four idx files (plain or .gz) in DIR/FashionMNIST/raw and set ATTRIBKIT_DATA=DIR; "
+        "(3) pass data_root=DIR with that layout. If you are online, "
+        "torchvision.datasets.FashionMNIST(DIR, download=True) writes exactly that layout (attribkit never downloads).")
+
+@functools.lru_cache(maxsize=2)
+def _fashion_raw(folder: Path) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    "Decode the four idx files once per process: uint8 images (N, 28, 28) and long labels, train then test."
+    f = lambda n: folder / n if (folder / n).exists() else folder / f"{n}.gz"
+    xtr, ytr, xte, yte = (torch.from_numpy(_read_idx(f(n)).copy()) for n in FASHION_MNIST_FILES)
+    return xtr, ytr.long(), xte, yte.long()
+
+def fashion_mnist(data_root=None, size: int = 28, channels: int = 1, normalize: bool = True) -> DataSplits:
+    "Fashion-MNIST (60,000 + 10,000) as in-memory tensors decoded once, in [0,1] or normalised with (0.5, 0.5); never downloads."
+    if size < 8: raise ValueError(f"`size` must be >= 8, got {size}")
+    if channels < 1: raise ValueError(f"`channels` must be >= 1, got {channels}")
+    xtr, ytr, xte, yte = _fashion_raw(fashion_mnist_dir(data_root))
+    mean, std = FASHION_MNIST_STATS if normalize else ((0.0,), (1.0,))
+    def prep(x: Tensor) -> Tensor:
+        x = x[:, None].float().div_(255)
+        if size != 28: x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+        return ((x - mean[0]) / std[0]).expand(-1, channels, -1, -1).contiguous()
+    return DataSplits(TensorDataset(prep(xtr), ytr), TensorDataset(prep(xte), yte), 10,
+                      mean * channels, std * channels, "fashion_mnist")
+
+# %% ../nbs/01_data.ipynb #92f68e7b
+def _place(items: Tensor, scale: Tensor, cx: Tensor, cy: Tensor, size: int) -> Tensor:
+    "Render (M, 28, 28) items at `scale` (item px per 28 px) centred at (cx, cy) canvas px onto (M, size, size)."
+    s = 28 * scale / size                                        # item width as a fraction of the canvas
+    tx, ty = (2 * cx / size - 1), (2 * cy / size - 1)
+    theta = torch.zeros(len(items), 2, 3)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1 / s
+    theta[:, 0, 2], theta[:, 1, 2] = -tx / s, -ty / s
+    grid = F.affine_grid(theta, (len(items), 1, size, size), align_corners=False)
+    return F.grid_sample(items[:, None], grid, mode="bilinear", padding_mode="zeros", align_corners=False)[:, 0]
+
+def _mosaic_batch(pool_x: Tensor, pool_y: Tensor, n: int, size: int, max_items: int, clutter: int,
+                  g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    "n canvases in [0,1] (n, size, size), multi-hot labels (n, 10) and class masks (n, 10, size, size)."
+    U = lambda *s: torch.rand(*s, generator=g)
+    pick = lambda k: torch.randint(len(pool_x), (k,), generator=g)
+    # background: `clutter` low-contrast fragments of other items (zoomed in, cut by a box) on a dim gradient
+    bg = 0.05 + 0.15 * F.interpolate(U(n, 1, 3, 3), size=(size, size), mode="bilinear", align_corners=False)[:, 0]
+    k = n * clutter
+    frag = _place(pool_x[pick(k)], 1.5 + 1.5 * U(k), size * U(k), size * U(k), size)
+    yy, xx = torch.arange(size).view(1, -1, 1), torch.arange(size).view(1, 1, -1)
+    w, x0, y0 = (8 + 12 * U(k)).view(-1, 1, 1), (size * U(k)).view(-1, 1, 1), (size * U(k)).view(-1, 1, 1)
+    box = ((xx - x0).abs() < w / 2) & ((yy - y0).abs() < w / 2)
+    frag = (frag * box * (0.25 + 0.35 * U(k)).view(-1, 1, 1)).view(n, clutter, size, size).amax(1)
+    img = torch.maximum(bg, frag)
+    # objects: 1..max_items items, free placement (may overlap; later ones occlude), scale and contrast jitter
+    n_items = torch.randint(1, max_items + 1, (n,), generator=g)
+    m = n * max_items
+    idx = pick(m)
+    obj = _place(pool_x[idx], 0.8 + 0.5 * U(m), size * (0.2 + 0.6 * U(m)), size * (0.2 + 0.6 * U(m)), size)
+    obj = obj.view(n, max_items, size, size)
+    sil = obj > 0.1                                              # an item's silhouette: its non-background pixels
+    present = torch.arange(max_items)[None] < n_items[:, None]
+    hidden = torch.zeros(n, size, size, dtype=torch.bool)          # drop items less than 35 % visible under later ones
+    for j in reversed(range(max_items)):
+        s_j = sil[:, j] & present[:, j, None, None]
+        vis = (s_j & ~hidden).flatten(1).sum(1)
+        present[:, j] &= vis >= 0.35 * s_j.flatten(1).sum(1).clamp(min=1)
+        hidden |= sil[:, j] & present[:, j, None, None]
+    gain = (0.45 + 0.55 * U(n, max_items)).view(n, max_items, 1, 1)
+    cls = pool_y[idx].view(n, max_items)
+    masks = torch.zeros(n, 10, size, size, dtype=torch.bool)
+    for j in range(max_items):                                   # paint in order: item j occludes items < j
+        s = sil[:, j] & present[:, j, None, None]
+        img = torch.where(s, obj[:, j] * gain[:, j], img)
+        masks &= ~s[:, None]
+        masks[torch.arange(n), cls[:, j]] |= s
+    return img, masks.flatten(2).any(2).float(), masks
+
+def fashion_mosaics(split: str = "train", n: int = 1000, size: int = 64, seed: int = 0, max_items: int = 3,
+                    clutter: int = 6, channels: int = 1, normalize: bool = True, data_root=None) -> TensorDataset:
+    "Seeded multi-label localisation set: Fashion-MNIST items of `split` on cluttered canvases → (image, labels (10,), masks (10, H, W))."
+    if split not in ("train", "test"): raise ValueError(f"`split` must be 'train' or 'test', got {split!r}")
+    if size < 32: raise ValueError(f"`size` must be >= 32 (items are about 22–36 px), got {size}")
+    if not 1 <= max_items <= 6: raise ValueError(f"`max_items` must lie in [1, 6], got {max_items}")
+    check_positive_int(n, "n")
+    xtr, ytr, xte, yte = _fashion_raw(fashion_mnist_dir(data_root))
+    pool_x, pool_y = (xtr, ytr) if split == "train" else (xte, yte)
+    pool_x = pool_x.float() / 255
+    g = torch.Generator().manual_seed(int(seed) * 2 + (split == "test"))
+    parts = [_mosaic_batch(pool_x, pool_y, min(512, n - i), size, max_items, clutter, g) for i in range(0, n, 512)]
+    img, y, masks = (torch.cat(t) for t in zip(*parts))
+    if normalize: img = (img - FASHION_MNIST_STATS[0][0]) / FASHION_MNIST_STATS[1][0]
+    return TensorDataset(img[:, None].expand(-1, channels, -1, -1).contiguous(), y, masks)
+
 # %% ../nbs/01_data.ipynb #483efcd8
 CIFAR_STATS = {"neuron_merging": ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
                "attribution_mask": ((0.507, 0.487, 0.441), (0.267, 0.256, 0.276))}
-FASHION_MNIST_STATS = ((0.5,), (0.5,))
 IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 VOC_STATS = ((0.4589, 0.4355, 0.4032), (0.2239, 0.2186, 0.2206))
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow", "diningtable",
@@ -211,19 +325,6 @@ def cifar100(data_root, augment: bool = True, stats: str = "neuron_merging") -> 
     "CIFAR-100 from `data_root/cifar-100-python` (the python version of the data set); never downloads."
     return _cifar(data_root, "cifar-100-python", ["train", "test", "meta"], "CIFAR-100", "cifar-100-python.tar.gz",
                   "cifar100", 100, augment, stats, "CIFAR100")
-
-def fashion_mnist(data_root) -> DataSplits:
-    "FashionMNIST from `data_root/FashionMNIST/raw` (the four unzipped idx files), normalised with (0.5, 0.5)."
-    root = _root(data_root)
-    _require(root / "FashionMNIST" / "raw", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"], "FashionMNIST",
-             "Put the four gunzipped idx files in data_root/FashionMNIST/raw/")
-    import torchvision, torchvision.transforms as T
-    mean, std = FASHION_MNIST_STATS
-    tf = T.Compose([T.ToTensor(), T.Normalize(mean, std)])
-    ds = torchvision.datasets.FashionMNIST
-    return DataSplits(ds(str(root), train=True, transform=tf, download=False),
-                      ds(str(root), train=False, transform=tf, download=False), 10, mean, std, "fashion_mnist")
 
 def imagenet_folder(data_root, split: str = "val", size: int = 224, resize: int = 256) -> Dataset:
     "An ImageNet split stored as `data_root/<split>/<wnid>/*.JPEG` (ImageFolder layout), resized and centre-cropped."

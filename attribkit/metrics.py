@@ -290,10 +290,14 @@ def roc_auc(scores: Tensor, labels: Tensor) -> Tensor:
     auc = ((r * y).sum(1) - npos * (npos + 1) / 2) / (npos * nneg)
     return torch.where((npos > 0) & (nneg > 0), auc, torch.full_like(auc, float("nan")))
 
-def mask_auc(attributions: Tensor, masks: Tensor) -> Scores:
-    "Seed 000's per-(image, class) ROC-AUC of heatmap pixels against the class mask; higher is better."
+def mask_auc(attributions: Tensor, masks: Tensor, within: Tensor | None = None) -> Scores:
+    "Seed 000's per-(image, class) ROC-AUC of heatmap pixels against the class mask (only pixels in `within` if given); higher is better."
     h, m = _heatmaps(attributions, masks)
-    return _scores(roc_auc(h.flatten(1), m.flatten(1)))
+    if within is None: return _scores(roc_auc(h.flatten(1), m.flatten(1)))
+    w = _check_mask(within)
+    if w.shape != m.shape: raise ValueError(f"`within` {tuple(w.shape)} must match `masks` {tuple(m.shape)}")
+    h, m, w = h.flatten(1), m.flatten(1), w.to(h.device).flatten(1)
+    return _scores(torch.stack([roc_auc(h[i][w[i]][None], m[i][w[i]][None])[0] for i in range(len(h))]))
 
 _LOCALIZATION = {"mask_auc": mask_auc, "pointing_game": pointing_game, "point_acc": point_acc}
 

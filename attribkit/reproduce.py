@@ -9,18 +9,18 @@ import logging, numbers, os, platform, shutil, sys, tempfile, time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 from .core import atomic_write
+from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, fmt_claim, verdict
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'CLAIM_KEYS', 'validate_results', 'versions', 'save_results',
-           'load_results', 'figure_path', 'fmt_value', 'table', 'show_table', 'repo_root', 'parameters_cell',
-           'discover', 'library_fingerprint', 'input_key', 'run_notebook', 'claims_count', 'summary_markdown',
-           'html_report', 'run_all', 'terminal_table', 'parse_args', 'main']
+__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
+           'figure_path', 'fmt_value', 'table', 'show_table', 'repo_root', 'parameters_cell', 'discover',
+           'library_fingerprint', 'input_key', 'run_notebook', 'verdict_counts', 'fmt_counts', 'summary_markdown',
+           'html_report', 'run_all', 'write_reports', 'terminal_table', 'parse_args', 'main']
 
 # %% ../nbs/20_reproduce.ipynb #95024a68
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCALES = ("smoke", "cpu", "paper")
 RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra")
-CLAIM_KEYS = ("claim", "holds", "detail")
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -32,12 +32,13 @@ def _check_value(v, where: str) -> None:
         if not math.isfinite(v): raise ValueError(f"{where} is {v}; store non-finite values as the strings 'nan'/'inf'")
         return
     if isinstance(v, dict):
-        extra = set(v) - {"mean", "std", "n"}
-        if extra or not {"mean", "std"} <= set(v):
-            raise ValueError(f"{where} must be a number, null, a string or {{'mean', 'std'[, 'n']}}, got keys {sorted(v)}")
-        for k in ("mean", "std"):
+        spread = "se" if "se" in v else "std"
+        extra = set(v) - {"mean", spread, "n"}
+        if extra or not {"mean", spread} <= set(v):
+            raise ValueError(f"{where} must be a number, null, a string or {{'mean', 'se' or 'std'[, 'n']}}, got keys {sorted(v)}")
+        for k in ("mean", spread):
             if not _is_num(v[k]) or not math.isfinite(v[k]): raise ValueError(f"{where}['{k}'] must be a finite number, got {v[k]!r}")
-        if v["std"] < 0: raise ValueError(f"{where}['std'] must be >= 0, got {v['std']}")
+        if v[spread] < 0: raise ValueError(f"{where}['{spread}'] must be >= 0, got {v[spread]}")
         if "n" in v and (not isinstance(v["n"], int) or isinstance(v["n"], bool) or v["n"] < 1):
             raise ValueError(f"{where}['n'] must be an integer >= 1, got {v['n']!r}")
         return
@@ -51,7 +52,7 @@ def _check_cells(cells, key: str, nonempty: bool) -> None:
         _check_value(v, f"`{key}[{k!r}]`")
 
 def validate_results(d: dict) -> dict:
-    "Check that `d` follows the results contract (schema 1); return it unchanged or raise `ValueError` naming the key."
+    "Check that `d` follows the results contract (schema 2); return it unchanged or raise `ValueError` naming the key."
     if not isinstance(d, dict): raise ValueError(f"results must be a dict, got {type(d).__name__}")
     missing, unknown = [k for k in RESULT_KEYS if k not in d], sorted(set(d) - set(RESULT_KEYS))
     if missing: raise ValueError(f"results miss the keys {missing}")
@@ -69,7 +70,16 @@ def validate_results(d: dict) -> dict:
         if not isinstance(c, dict) or set(c) != set(CLAIM_KEYS):
             raise ValueError(f"`claims[{i}]` must be a dict with exactly the keys {list(CLAIM_KEYS)}, got {c!r}")
         if not isinstance(c["claim"], str) or not c["claim"].strip(): raise ValueError(f"`claims[{i}]['claim']` must be a non-empty string")
-        if not isinstance(c["holds"], bool): raise ValueError(f"`claims[{i}]['holds']` must be true or false, got {c['holds']!r}")
+        if c["verdict"] not in VERDICTS: raise ValueError(f"`claims[{i}]['verdict']` must be one of {VERDICTS}, got {c['verdict']!r}")
+        for k in ("effect", "se"):
+            if c[k] is not None and (not _is_num(c[k]) or not math.isfinite(c[k])):
+                raise ValueError(f"`claims[{i}]['{k}']` must be a finite number or null, got {c[k]!r}")
+        if not isinstance(c["n"], int) or isinstance(c["n"], bool) or c["n"] < 0:
+            raise ValueError(f"`claims[{i}]['n']` must be an integer >= 0, got {c['n']!r}")
+        if c["verdict"] != "not evaluable" and (c["effect"] is None or c["se"] is None
+                                                or verdict(c["effect"], c["se"], c["n"]) != c["verdict"]):
+            raise ValueError(f"`claims[{i}]['verdict']` {c['verdict']!r} does not follow from effect {c['effect']}, se {c['se']}, "
+                             f"n {c['n']}: build claims with attribkit.claims.claim")
         if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")
     v = d["versions"]
     if not isinstance(v, dict) or any(not isinstance(v.get(k), str) for k in ("python", "torch", "attribkit")):
@@ -121,34 +131,36 @@ def load_results(path) -> dict:
     "Read and validate one results file."
     return validate_results(json.loads(Path(path).read_text(encoding="utf-8")))
 
-def figure_path(name: str, folder="figures") -> Path:
-    "The path `<folder>/<name>.png` where a repro notebook saves its one figure (the folder is created)."
-    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+def figure_path(name: str, folder=None) -> Path:
+    "The path `<folder>/<name>.png` where a repro notebook saves its one figure (default `$ATTRIBKIT_FIGURES`, else `figures`; created)."
+    folder = Path(folder or os.environ.get("ATTRIBKIT_FIGURES", "figures")); folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}.png"
 
 # %% ../nbs/20_reproduce.ipynb #5e01345c
-def fmt_value(v, digits: int = 4) -> str:
-    "Format one results value for a table: numbers to `digits` significant digits, mean ± std, '—' for missing."
+def fmt_value(v, digits: int = 4, decimals: int | None = None) -> str:
+    "Format one results value: numbers to `decimals` places if given, else `digits` significant digits; mean ± se/std; '—' if missing."
     if v is None: return "—"
     if isinstance(v, bool): return str(v)
     if isinstance(v, numbers.Integral): return str(int(v))
-    if isinstance(v, numbers.Real): return f"{float(v):.{digits}g}"
-    if isinstance(v, dict) and "mean" in v and "std" in v:
-        s = f"{fmt_value(v['mean'], digits)} ± {fmt_value(v['std'], 2)}"
+    if isinstance(v, numbers.Real): return f"{float(v):.{decimals}f}" if decimals is not None else f"{float(v):.{digits}g}"
+    if isinstance(v, dict) and "mean" in v and ("se" in v or "std" in v):
+        spread = v.get("se", v.get("std"))
+        s = f"{fmt_value(v['mean'], digits, decimals)} ± {fmt_value(spread, 2, decimals)}"
         return s + (f" (n={v['n']})" if "n" in v else "")
     return str(v).replace("|", "\\|").replace("\n", " ")
 
-def table(measured: dict, paper: dict, digits: int = 4, title: str | None = None) -> str:
+def table(measured: dict, paper: dict, digits: int = 4, title: str | None = None, decimals: int | None = None) -> str:
     "Markdown table with one row per cell: measured value beside the paper's value ('—' where one side is missing)."
     keys = list(measured) + [k for k in paper if k not in measured]
-    rows = [f"| {fmt_value(k)} | {fmt_value(measured.get(k), digits)} | {fmt_value(paper.get(k), digits)} |" for k in keys]
+    rows = [f"| {fmt_value(k)} | {fmt_value(measured.get(k), digits, decimals)} | {fmt_value(paper.get(k), digits, decimals)} |"
+            for k in keys]
     head = ([f"**{title}**", ""] if title else []) + ["| cell | measured | paper |", "|---|---:|---:|"]
     return "\n".join(head + rows)
 
-def show_table(measured: dict, paper: dict, digits: int = 4, title: str | None = None):
+def show_table(measured: dict, paper: dict, digits: int = 4, title: str | None = None, decimals: int | None = None):
     "`table` as an IPython `Markdown` object, rendered as a table in notebooks and in the HTML report."
     from IPython.display import Markdown
-    return Markdown(table(measured, paper, digits, title))
+    return Markdown(table(measured, paper, digits, title, decimals))
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -240,27 +252,31 @@ def _run_task(task: tuple) -> dict:
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
 
 # %% ../nbs/20_reproduce.ipynb #43b3eb27
-def claims_count(d: dict | None) -> tuple[int, int]:
-    "Numbers of claims that hold and that do not hold in one results dict."
-    cs = (d or {}).get("claims", [])
-    return sum(c["holds"] for c in cs), sum(not c["holds"] for c in cs)
+def verdict_counts(ds) -> dict:
+    "Claims per verdict over one results dict or a list of them (None for a run without results)."
+    cs = [c for d in (ds if isinstance(ds, (list, tuple)) else [ds]) for c in (d or {}).get("claims", [])]
+    return count_verdicts(cs)
+
+def fmt_counts(k: dict) -> str:
+    "The four verdict counts in one short string."
+    return " · ".join(f"{v} {k[v]}" for v in VERDICTS)
 
 def _read_results(rec: dict) -> dict | None:
     try: return load_results(rec["results"]) if rec.get("results") and rec["status"] != "failed" else None
     except Exception: return None
 
-def summary_markdown(records: list[dict], params: dict) -> str:
-    "The text of summary.md for a list of run records."
+def summary_markdown(records: list[dict], params: dict, figures=None, figures_rel_to=".") -> str:
+    "The text of summary.md for a list of run records (with each notebook's figure from `figures`, linked relative to `figures_rel_to`)."
     ok = sum(r["status"] != "failed" for r in records)
     rs = [_read_results(r) for r in records]
-    yes, no = map(sum, zip(*[claims_count(d) for d in rs])) if rs else (0, 0)
     lines = ["# Reproduction summary", "",
              f"scale `{params['scale']}` · seed {params['seed']} · device `{params['device']}` · "
-             f"{ok}/{len(records)} notebooks ran · claims ✔ {yes} / ✘ {no}", "",
-             "| notebook | status | claims ✔/✘ | wall time (s) |", "|---|---|---:|---:|"]
+             f"{ok}/{len(records)} notebooks ran · claims: {fmt_counts(verdict_counts(rs))}", "",
+             "| notebook | status | " + " | ".join(VERDICTS) + " | wall time (s) |", "|---|---|" + "---:|" * (len(VERDICTS) + 1)]
     for r, d in zip(records, rs):
-        y, n = claims_count(d)
-        lines.append(f"| {r['name']} | {r['status']} | {y}/{n} | {fmt_value(r.get('wall_time'))} |")
+        k = verdict_counts(d)
+        lines.append(f"| [{r['name']}](#{r['name']}) | {r['status']} | " + " | ".join(str(k[v]) for v in VERDICTS) +
+                     f" | {fmt_value(r.get('wall_time'))} |")
     for r, d in zip(records, rs):
         lines += ["", f"## {r['name']}", "", f"status: **{r['status']}** · wall time {fmt_value(r.get('wall_time'))} s"]
         if r["status"] == "failed":
@@ -269,8 +285,10 @@ def summary_markdown(records: list[dict], params: dict) -> str:
         if d:
             lines += ["", f"scale `{d['scale']}` · seed {d['seed']} · attribkit {d['versions']['attribkit']} · "
                       f"torch {d['versions']['torch']} · python {d['versions']['python']}", "", table(d["measured"], d["paper"]), ""]
-            lines += [f"- {'✔' if c['holds'] else '✘'} {c['claim']}" + (f" ({c['detail']})" if c["detail"] else "") for c in d["claims"]]
-            if not d["claims"]: lines.append("- (no direction claims checked)")
+            if figures is not None and (Path(figures) / f"{r['name']}.png").exists():
+                lines += [f"![{r['name']}]({os.path.relpath(Path(figures) / (r['name'] + '.png'), Path(figures_rel_to))})", ""]
+            lines += [f"- {fmt_claim(c)}" for c in d["claims"]]
+            if not d["claims"]: lines.append("- (no claims checked)")
     return "\n".join(lines) + "\n"
 
 def _md_table_html(md: str) -> str:
@@ -287,7 +305,7 @@ _CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 
         "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:left}"
         "img{max-width:100%;border:1px solid #ddd}.ok{color:#080}.failed{color:#b00}section{margin-bottom:2.5em}")
 
-def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
+def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
     "Write `<out_dir>/html/index.html` plus one converted page per executed notebook; return the index path."
     hdir = Path(out_dir) / "html"; (hdir / "figures").mkdir(parents=True, exist_ok=True)
     exp = None
@@ -296,7 +314,7 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
              f"<p>scale <code>{html.escape(str(params['scale']))}</code> · seed {params['seed']} · "
              f"device <code>{html.escape(str(params['device']))}</code> · "
              f"{sum(r['status'] == 'failed' for r in records)} of {len(records)} notebooks failed · "
-             "claims ✔ {} / ✘ {}</p>".format(*map(sum, zip((0, 0), *[claims_count(_read_results(r)) for r in records])))]
+             f"claims: {html.escape(fmt_counts(verdict_counts([_read_results(r) for r in records])))}</p>"]
     for r in records:
         d, name = _read_results(r), r["name"]
         cls = "failed" if r["status"] == "failed" else "ok"
@@ -317,14 +335,13 @@ def html_report(records: list[dict], params: dict, out_dir, root) -> Path:
         if r["status"] == "failed":
             where = f"cell {r['cell']} (<code>{html.escape(str(r['cell_source']))}</code>)" if r.get("cell") is not None else "outside a cell"
             parts.append(f"<p class='failed'>Failed in {where}: <code>{html.escape(str(r['error']))}</code></p>")
-        fig = Path(root) / "figures" / f"{name}.png"
+        fig = Path(figures) / f"{name}.png"
         if fig.exists():
             shutil.copy2(fig, hdir / "figures" / fig.name)
             parts.append(f"<p><img src='figures/{html.escape(fig.name)}' alt='figure of {html.escape(name)}'></p>")
         if d:
             parts.append(_md_table_html(table(d["measured"], d["paper"])))
-            parts.append("<ul>" + "".join(f"<li>{'✔' if c['holds'] else '✘'} {html.escape(c['claim'])}"
-                                          f"{' (' + html.escape(c['detail']) + ')' if c['detail'] else ''}</li>" for c in d["claims"]) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{html.escape(fmt_claim(c)).replace('**', '')}</li>" for c in d["claims"]) + "</ul>")
         parts.append("</section>")
     parts.append("</body></html>")
     return atomic_write(hdir / "index.html", "\n".join(parts))
@@ -336,20 +353,25 @@ def _load_state(path: Path) -> dict:
 
 def run_all(nbs_dir="nbs/repro", out="results", scale: str = "smoke", seed: int = 0, device: str = "auto",
             data_root: str | None = None, only: Sequence[str] | None = None, jobs: int = 1, force: bool = False,
-            progress: bool = True, nproc: int = 1) -> list[dict]:
-    "Run the repro notebooks, skipping unchanged ones unless `force`; write state, summary.md and the HTML report."
+            progress: bool = True, nproc: int = 1, figures=None) -> list[dict]:
+    "Run the repro notebooks, skipping unchanged ones unless `force`; write state, summary.md and the HTML report (figures in `figures`, default `<out>/figures`)."
     from tqdm.auto import tqdm
     if scale not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1: raise ValueError(f"`jobs` must be an integer >= 1, got {jobs!r}")
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1: raise ValueError(f"`nproc` must be an integer >= 1, got {nproc!r}")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:   # started by torchrun: one runner per rank
-        return _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress)
-    old = os.environ.get("ATTRIBKIT_NPROC")
-    os.environ["ATTRIBKIT_NPROC"] = str(nproc)        # read by attribkit.distributed.launch in the kernels
+        return _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress, figures)
+    root = repo_root()
+    fig_dir = Path(figures) if figures is not None else Path(out) / "figures"
+    env = {"ATTRIBKIT_NPROC": str(nproc),                 # read by attribkit.distributed.launch in the kernels
+           "ATTRIBKIT_FIGURES": str(fig_dir if fig_dir.is_absolute() else root / fig_dir)}   # read by figure_path/save_figure
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress)
     finally:
-        if old is None: os.environ.pop("ATTRIBKIT_NPROC", None)
-        else: os.environ["ATTRIBKIT_NPROC"] = old
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
 
 def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, dist_hooks=None) -> list[dict]:
     from tqdm.auto import tqdm
@@ -399,9 +421,24 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
                 finish(rec, keys[n])
     if bar is not None: bar.close()
     ordered = [records[nb.stem] for nb in notebooks]
-    atomic_write(out / "summary.md", summary_markdown(ordered, params))
-    html_report(ordered, params, out, root)
+    write_reports(nbs_dir, out, params, records)
     return ordered
+
+def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
+    "summary.md and the HTML report over every notebook with results in `out`: this run's records, then earlier results files."
+    allrec = []
+    for nb in discover(nbs_dir):
+        res = out / f"{nb.stem}.json"
+        if nb.stem in fresh: allrec.append(fresh[nb.stem])
+        elif res.exists():
+            try: wt = load_results(res)["wall_time"]
+            except (ValueError, json.JSONDecodeError): continue     # an old or broken file is not reported
+            ex = out / "executed" / nb.name
+            allrec.append({"name": nb.stem, "notebook": str(nb), "status": "skipped", "results": str(res), "wall_time": wt,
+                           "executed": str(ex) if ex.exists() else None, "error": None, "cell": None, "cell_source": None})
+    figs = Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures"))
+    atomic_write(out / "summary.md", summary_markdown(allrec, params, figures=figs, figures_rel_to=out))
+    html_report(allrec, params, out, figs)
 
 def _visible_gpu(local_rank: int) -> str | None:
     "The CUDA_VISIBLE_DEVICES entry for a local rank (None without GPUs)."
@@ -410,7 +447,7 @@ def _visible_gpu(local_rank: int) -> str | None:
     devs = [d for d in vis.split(",") if d.strip()] if vis is not None else [str(i) for i in range(torch.cuda.device_count())]
     return devs[local_rank % len(devs)] if devs else None
 
-def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress) -> list[dict]:
+def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress, figures) -> list[dict]:
     "run_all under torchrun: every rank runs the notebooks rank 0 selects; each notebook's kernels form one group."
     from attribkit import distributed as D
     from tqdm.auto import tqdm
@@ -432,6 +469,8 @@ def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force,
             finally: os.environ.clear(); os.environ.update(env0)
             D.barrier()
         return recs
+    fig_dir = Path(figures) if figures is not None else Path(out) / "figures"
+    os.environ["ATTRIBKIT_FIGURES"] = str(fig_dir if fig_dir.is_absolute() else repo_root() / fig_dir)
     recs = _run_all(nbs_dir, out, scale, seed, device, data_root, only, 1, force, progress, dist_hooks=hooks)
     if r != 0: return recs
     return _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs)   # rank 0: state, summary, report
@@ -451,17 +490,16 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs) -
                               "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "skipped"} for nb in notebooks]
-    atomic_write(out / "summary.md", summary_markdown(ordered, params))
-    html_report(ordered, params, out, root)
+    write_reports(nbs_dir, out, params, fresh)
     return ordered
 
 def terminal_table(records: list[dict]) -> str:
     "The final plain-text table printed by the command."
-    rows = [("notebook", "status", "claims ✔/✘", "wall s", "note")]
+    rows = [("notebook", "status", "holds/fails/inconcl./n.e.", "wall s", "note")]
     for r in records:
-        y, n = claims_count(_read_results(r))
+        k = verdict_counts(_read_results(r))
         note = "" if r["status"] != "failed" else (f"cell {r['cell']}: " if r.get("cell") is not None else "") + str(r["error"])
-        rows.append((r["name"], r["status"], f"{y}/{n}", fmt_value(r.get("wall_time")), note[:70]))
+        rows.append((r["name"], r["status"], "/".join(str(k[v]) for v in VERDICTS), fmt_value(r.get("wall_time")), note[:70]))
     w = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(row)).rstrip() for row in rows)
 
@@ -479,6 +517,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="results", help="results folder (default: results/ at the repository root)")
     p.add_argument("--force", action="store_true", help="rerun notebooks whose inputs did not change")
     p.add_argument("--nbs-dir", default="nbs/repro", help="folder of repro notebooks (default: nbs/repro)")
+    p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
     a = p.parse_args(argv)
     if a.jobs < 1: p.error("--jobs must be >= 1")
     if a.nproc < 1: p.error("--nproc must be >= 1")
@@ -490,15 +529,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
-                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc)
+                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
     if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports
     out = Path(a.out) if Path(a.out).is_absolute() else repo_root() / a.out
     print(terminal_table(recs))
     failed = [r["name"] for r in recs if r["status"] == "failed"]
-    yes, no = map(sum, zip(*[claims_count(_read_results(r)) for r in recs])) if recs else (0, 0)
-    print(f"{len(recs)} notebooks, {len(failed)} failed, claims ✔ {yes} / ✘ {no}, {time.perf_counter() - t0:.1f} s; "
+    print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([_read_results(r) for r in recs]))}, "
+          f"{time.perf_counter() - t0:.1f} s; "
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
     return 1 if failed else 0
 

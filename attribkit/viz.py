@@ -109,8 +109,8 @@ def plot_curves(x, curves: dict, std: dict | None = None, ax: Axes | None = None
     return ax
 
 # %% ../nbs/05_viz.ipynb #bfe39be9
-def save_figure(fig: Figure, name: str, folder: str | os.PathLike = "figures", dpi: int = 150) -> Path:
-    "Write `fig` as `<folder>/<name>.png` atomically (`core.atomic_write`); return the path."
-    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+def save_figure(fig: Figure, name: str, folder: str | os.PathLike | None = None, dpi: int = 150) -> Path:
+    "Write `fig` as `<folder>/<name>.png` atomically (default folder `$ATTRIBKIT_FIGURES`, else `figures`); return the path."
+    folder = Path(folder or os.environ.get("ATTRIBKIT_FIGURES", "figures")); folder.mkdir(parents=True, exist_ok=True)
     path = folder / (name if name.endswith(".png") else f"{name}.png")
     return atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight"))

@@ -1,5 +1,6 @@
 "Built-in data sets: determinism, shapes, label/mask consistency and the loaders' missing-data errors."
 import pytest, torch
+from attribkit import data
 from attribkit.data import digits, moons, shapes, cifar10, cifar100, fashion_mnist, imagenet_folder, voc2012, DataSplits
 
 
@@ -63,15 +64,17 @@ def test_shapes_bad_arguments(kw, msg):
         shapes(n_train=4, n_test=0, **kw)
 
 
-def test_loaders_name_missing_files(tmp_path):
+def test_loaders_name_missing_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "not-installed")
+    monkeypatch.delenv("ATTRIBKIT_DATA", raising=False)
     with pytest.raises(FileNotFoundError, match=r"cifar-10-batches-py.*") as e:
         cifar10(tmp_path)
     assert "data_batch_1" in str(e.value) and "test_batch" in str(e.value) and str(tmp_path) in str(e.value)
     with pytest.raises(FileNotFoundError, match="cifar-100-python"):
         cifar100(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"FashionMNIST.raw") as e:
-        fashion_mnist(tmp_path)
-    assert "t10k-labels-idx1-ubyte" in str(e.value)
+        fashion_mnist(tmp_path / "none")
+    assert "make data" in str(e.value) and "ATTRIBKIT_DATA" in str(e.value)
     with pytest.raises(FileNotFoundError, match="val"):
         imagenet_folder(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"VOCdevkit.VOC2012") as e:

@@ -3,6 +3,7 @@ import json, os, shutil, subprocess, tempfile
 from pathlib import Path
 import pytest
 import attribkit
+from attribkit.claims import claim
 from attribkit.reproduce import main, save_results, validate_results, load_results, table
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -35,11 +36,12 @@ def test_summary_lists_both_and_failure_names_cell(runs):
     root, (first, *_) = runs
     s = first["summary"]
     assert "## ok" in s and "## fail" in s
-    assert "| fail | failed |" in s and "| ok | ok | 1/0 |" in s
+    assert "| [fail](#fail) | failed |" in s and "| [ok](#ok) | ok | 1 | 0 | 0 | 0 |" in s
     # fail.ipynb: cell 0 parameters, 1 markdown, 2 `x = seed + 1`, 3 raises
     assert 'cell 3 (0-based, `raise RuntimeError(f"fixture failure at seed {seed}")`)' in s
     assert "RuntimeError: fixture failure at seed 3" in s
-    assert "| value | 0.5 | 0.6 |" in s and "✔ measured value below the paper's" in s
+    assert "| value | 0.5 | 0.6 |" in s and "**holds** · measured value below the paper's · +0.1 ± 0.012 (n = 3)" in s
+    assert "![ok](figures/ok.png)" in s                       # the figure, linked relative to summary.md
 
 
 def test_exit_code_nonzero_when_a_notebook_fails(runs):
@@ -53,7 +55,7 @@ def test_parameters_reach_notebook(runs):
     ok = first["ok"]
     assert ok["seed"] == 3 and ok["measured"]["seed x 2"] == 6
     assert ok["extra"] == {"data_root": str((root / "data").resolve()), "device": "cpu"}
-    assert (root / "figures" / "ok.png").exists()      # the notebook ran with cwd = root
+    assert (root / "out" / "figures" / "ok.png").exists()   # figures go to <out>/figures unless --figures names a folder
     validate_results(ok)
 
 
@@ -75,8 +77,8 @@ def test_html_report_offline_links(runs):
 
 
 def good():
-    return {"schema": 1, "name": "x", "scale": "smoke", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
-            "claims": [{"claim": "a < paper", "holds": True, "detail": ""}],
+    return {"schema": 2, "name": "x", "scale": "smoke", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
+            "claims": [claim("a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
             "created": "2026-01-01T00:00:00+00:00", "extra": {}}
 
@@ -89,13 +91,16 @@ def good():
     (lambda d: d.update(measured={}), "`measured` is empty"),
     (lambda d: d["measured"].update(b=float("nan")), "non-finite"),
     (lambda d: d["measured"].update(b=[1, 2]), "must be a number"),
-    (lambda d: d["paper"].update(b={"mean": 1.0}), "'mean', 'std'"),
-    (lambda d: d["claims"][0].update(holds=1), "holds"),
+    (lambda d: d["paper"].update(b={"mean": 1.0}), "'mean', 'se' or 'std'"),
+    (lambda d: d["claims"][0].update(verdict="yes"), "verdict"),
+    (lambda d: d["claims"][0].update(verdict="fails"), "does not follow"),
+    (lambda d: d["claims"][0].update(se=float("inf")), "finite number or null"),
+    (lambda d: d["claims"][0].update(n=2.5), "integer >= 0"),
     (lambda d: d["claims"][0].pop("detail"), "exactly the keys"),
     (lambda d: d.update(versions={"python": "3"}), "`versions`"),
     (lambda d: d.update(wall_time=-1.0), "`wall_time`"),
     (lambda d: d.update(name="../x"), "`name`"),
-    (lambda d: d.update(schema=2), "`schema`"),
+    (lambda d: d.update(schema=1), "`schema`"),
 ])
 def test_validate_rejects_bad_dicts(change, msg):
     validate_results(good())
@@ -107,13 +112,13 @@ def test_validate_rejects_bad_dicts(change, msg):
 def test_save_results_atomic_and_plain(tmp_path):
     import numpy as np, torch
     p = save_results("r", {"a": np.float32(0.5), "b": torch.tensor(2), "c": {"mean": np.float64(1), "std": 0.1, "n": 3}},
-                     {"a": 0.6}, [{"claim": "c", "holds": torch.tensor(True), "detail": "d"}], "cpu", np.int64(4), out_dir=tmp_path)
+                     {"a": 0.6}, [claim("c", torch.tensor([0.5, 0.4, 0.6]), detail="d")], "cpu", np.int64(4), out_dir=tmp_path)
     d = load_results(p)
     assert d["measured"] == {"a": 0.5, "b": 2, "c": {"mean": 1.0, "std": 0.1, "n": 3}} and d["seed"] == 4
-    assert d["claims"][0]["holds"] is True and d["versions"]["attribkit"] == attribkit.__version__
+    assert d["claims"][0]["verdict"] == "holds" and d["versions"]["attribkit"] == attribkit.__version__
     assert [f.name for f in tmp_path.iterdir()] == ["r.json"]       # no temporary file left behind
-    with pytest.raises(ValueError, match="holds"):
-        save_results("r", {"a": 1}, {}, [{"claim": "c", "holds": "no", "detail": ""}], "cpu", 0, out_dir=tmp_path)
+    with pytest.raises(ValueError, match="exactly the keys"):
+        save_results("r", {"a": 1}, {}, [{"claim": "c", "holds": False, "detail": ""}], "cpu", 0, out_dir=tmp_path)
     assert load_results(p)["seed"] == 4                               # a rejected save leaves the old file intact
     assert table({"a": 1}, {"b": 2}).splitlines()[2:] == ["| a | 1 | — |", "| b | — | 2 |"]
 
