@@ -35,7 +35,10 @@ setuptools.setup(
                 + (['License :: ' + lic[1]] if lic[1] else []),
     url=cfg['git_url'],
     project_urls={'Source': cfg['git_url']},
-    packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
+    # the repro notebooks ship inside the package as attribkit/repro/*.ipynb (`attribkit-reproduce` runs them from any folder)
+    packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']) + [cfg['lib_name'] + '.repro'],
+    package_dir={cfg['lib_name'] + '.repro': cfg['nbs_path'] + '/repro'},
+    package_data={cfg['lib_name'] + '.repro': ['*.ipynb']},
     include_package_data=True,
     install_requires=requirements,
     extras_require={'dev': dev_requirements},

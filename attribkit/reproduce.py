@@ -13,9 +13,10 @@ from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, fmt_claim, verdict
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
-           'figure_path', 'fmt_value', 'table', 'show_table', 'repo_root', 'parameters_cell', 'discover',
-           'library_fingerprint', 'input_key', 'run_notebook', 'verdict_counts', 'fmt_counts', 'summary_markdown',
-           'html_report', 'run_all', 'write_reports', 'terminal_table', 'parse_args', 'main']
+           'figure_path', 'fmt_value', 'table', 'show_table', 'repo_root', 'default_notebooks', 'parameters_cell',
+           'discover', 'library_fingerprint', 'input_key', 'run_notebook', 'verdict_counts', 'fmt_counts',
+           'summary_markdown', 'html_report', 'run_all', 'write_reports', 'terminal_table', 'parse_value',
+           'list_notebooks', 'copy_notebooks', 'parse_args', 'main']
 
 # %% ../nbs/20_reproduce.ipynb #95024a68
 SCHEMA_VERSION = 2
@@ -170,15 +171,21 @@ def repo_root(start=None) -> Path:
         if (p / "settings.ini").is_file(): return p
     return start
 
+def default_notebooks() -> Path:
+    "`nbs/repro` of the repository around the working directory, else the notebooks shipped in the package (or beside an editable install)."
+    for d in (repo_root() / "nbs" / "repro", Path(__file__).parent / "repro", Path(__file__).parent.parent / "nbs" / "repro"):
+        if d.is_dir(): return d
+    raise FileNotFoundError("no repro notebooks found: run inside the attribkit repository or install the attribkit wheel")
+
 def parameters_cell(nb: dict) -> int | None:
     "Index of the first code cell tagged `parameters`, or None."
     for i, c in enumerate(nb.get("cells", [])):
         if c.get("cell_type") == "code" and "parameters" in c.get("metadata", {}).get("tags", []): return i
     return None
 
-def discover(nbs_dir, only: Sequence[str] | None = None) -> list[Path]:
-    "Repro notebooks in `nbs_dir` (with a `parameters` cell), sorted; `only` keeps those whose stems are listed."
-    nbs_dir = Path(nbs_dir)
+def discover(nbs_dir=None, only: Sequence[str] | None = None) -> list[Path]:
+    "Repro notebooks in `nbs_dir` (default `default_notebooks()`; those with a `parameters` cell), sorted; `only` keeps the listed stems."
+    nbs_dir = Path(nbs_dir) if nbs_dir is not None else default_notebooks()
     if not nbs_dir.is_dir(): raise FileNotFoundError(f"notebook folder {nbs_dir} does not exist")
     found = []
     for p in sorted(nbs_dir.glob("*.ipynb")):
@@ -351,35 +358,43 @@ def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
 
-def run_all(nbs_dir="nbs/repro", out="results", scale: str = "smoke", seed: int = 0, device: str = "auto",
+def _params(scale, data_root, device, seed, out: Path, parameters: dict | None) -> dict:
+    "The parameters every notebook gets: scale, data_root, device, seed, out_dir, then any user-given ones."
+    p = {"scale": scale, "data_root": None if data_root is None else str(Path(data_root).resolve()),
+         "device": device, "seed": int(seed), "out_dir": str(out)}
+    clash = set(parameters or {}) & set(p)
+    if clash: raise ValueError(f"parameters {sorted(clash)} have their own options (--scale, --data-root, --device, --seed, --out)")
+    return {**p, **(parameters or {})}
+
+def run_all(nbs_dir=None, out="results", scale: str = "smoke", seed: int = 0, device: str = "auto",
             data_root: str | None = None, only: Sequence[str] | None = None, jobs: int = 1, force: bool = False,
-            progress: bool = True, nproc: int = 1, figures=None) -> list[dict]:
+            progress: bool = True, nproc: int = 1, figures=None, parameters: dict | None = None) -> list[dict]:
     "Run the repro notebooks, skipping unchanged ones unless `force`; write state, summary.md and the HTML report (figures in `figures`, default `<out>/figures`)."
     from tqdm.auto import tqdm
     if scale not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1: raise ValueError(f"`jobs` must be an integer >= 1, got {jobs!r}")
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1: raise ValueError(f"`nproc` must be an integer >= 1, got {nproc!r}")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:   # started by torchrun: one runner per rank
-        return _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress, figures)
+        return _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress, figures, parameters)
     root = repo_root()
     fig_dir = Path(figures) if figures is not None else Path(out) / "figures"
     env = {"ATTRIBKIT_NPROC": str(nproc),                 # read by attribkit.distributed.launch in the kernels
            "ATTRIBKIT_FIGURES": str(fig_dir if fig_dir.is_absolute() else root / fig_dir)}   # read by figure_path/save_figure
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress)
+    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters)
     finally:
         for k, v in old.items():
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
-def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, dist_hooks=None) -> list[dict]:
+def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters=None,
+             dist_hooks=None) -> list[dict]:
     from tqdm.auto import tqdm
     root = repo_root()
-    nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir), Path(out))]
+    nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
     notebooks = discover(nbs_dir, only)
-    params = {"scale": scale, "data_root": None if data_root is None else str(Path(data_root).resolve()),
-              "device": device, "seed": int(seed), "out_dir": str(out)}
+    params = _params(scale, data_root, device, seed, out, parameters)
     out.mkdir(parents=True, exist_ok=True)
     state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), library_fingerprint()
     records, todo = {}, []
@@ -447,7 +462,7 @@ def _visible_gpu(local_rank: int) -> str | None:
     devs = [d for d in vis.split(",") if d.strip()] if vis is not None else [str(i) for i in range(torch.cuda.device_count())]
     return devs[local_rank % len(devs)] if devs else None
 
-def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress, figures) -> list[dict]:
+def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force, progress, figures, parameters) -> list[dict]:
     "run_all under torchrun: every rank runs the notebooks rank 0 selects; each notebook's kernels form one group."
     from attribkit import distributed as D
     from tqdm.auto import tqdm
@@ -471,17 +486,16 @@ def _run_all_torchrun(nbs_dir, out, scale, seed, device, data_root, only, force,
         return recs
     fig_dir = Path(figures) if figures is not None else Path(out) / "figures"
     os.environ["ATTRIBKIT_FIGURES"] = str(fig_dir if fig_dir.is_absolute() else repo_root() / fig_dir)
-    recs = _run_all(nbs_dir, out, scale, seed, device, data_root, only, 1, force, progress, dist_hooks=hooks)
+    recs = _run_all(nbs_dir, out, scale, seed, device, data_root, only, 1, force, progress, parameters, dist_hooks=hooks)
     if r != 0: return recs
-    return _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs)   # rank 0: state, summary, report
+    return _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, parameters)   # rank 0: state, summary, report
 
-def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs) -> list[dict]:
+def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, parameters) -> list[dict]:
     "Rank 0 after a torchrun pass: fold the fresh records into the state, write summary.md and the report."
     root = repo_root()
-    nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir), Path(out))]
+    nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
     notebooks = discover(nbs_dir, only)
-    params = {"scale": scale, "data_root": None if data_root is None else str(Path(data_root).resolve()),
-              "device": device, "seed": int(seed), "out_dir": str(out)}
+    params = _params(scale, data_root, device, seed, out, parameters)
     state_path, lib = out / ".reproduce-state.json", library_fingerprint()
     state, fresh = _load_state(state_path), {rec["name"]: rec for rec in recs}
     for nb in notebooks:
@@ -503,6 +517,36 @@ def terminal_table(records: list[dict]) -> str:
     w = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(row)).rstrip() for row in rows)
 
+def parse_value(v: str):
+    "A command-line parameter value as papermill's `-p` reads it: int, float, True/False, None, else the string."
+    if v in ("True", "False"): return v == "True"
+    if v == "None": return None
+    for t in (int, float):
+        try: return t(v)
+        except ValueError: pass
+    return v
+
+def list_notebooks(nbs_dir=None) -> str:
+    "Each notebook's title and parameters (`name = default  # help`, read by papermill) as text."
+    import papermill as pm
+    lines = []
+    for nb in discover(nbs_dir):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        title = next((_first_line(c["source"]).lstrip("# ") for c in cells if c["cell_type"] == "markdown"), "")
+        lines += ["", f"{nb.stem} — {title}"]
+        for name, p in pm.inspect_notebook(str(nb)).items():
+            lines.append(f"    {name} = {p['default']}" + (f"    # {p['help']}" if p["help"] else ""))
+    return "\n".join(lines[1:])
+
+def copy_notebooks(dest, nbs_dir=None) -> list[Path]:
+    "Copy the repro notebooks to `dest` (created; existing files are kept, not overwritten); return the new paths."
+    dest = Path(dest); dest.mkdir(parents=True, exist_ok=True)
+    new = []
+    for nb in discover(nbs_dir):
+        if (dest / nb.name).exists(): print(f"attribkit-reproduce: {dest / nb.name} exists; kept", file=sys.stderr); continue
+        shutil.copy2(nb, dest / nb.name); new.append(dest / nb.name)
+    return new
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     "The command-line options of `attribkit-reproduce`."
     p = argparse.ArgumentParser(prog="attribkit-reproduce", description="Run the paper notebooks with papermill and summarise measured vs paper.")
@@ -516,9 +560,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "(attribkit.distributed.launch; default 1). Several machines: torchrun --nnodes M --nproc_per_node N -m attribkit.reproduce")
     p.add_argument("--out", default="results", help="results folder (default: results/ at the repository root)")
     p.add_argument("--force", action="store_true", help="rerun notebooks whose inputs did not change")
-    p.add_argument("--nbs-dir", default="nbs/repro", help="folder of repro notebooks (default: nbs/repro)")
+    p.add_argument("--nbs-dir", default=None, help="folder of repro notebooks (default: nbs/repro of this repository, "
+                   "else the notebooks shipped with the package)")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), dest="parameters",
+                   help="pass a notebook parameter, as papermill's -p (VALUE: int, float, True/False, None, else a string); repeatable")
+    p.add_argument("--list", action="store_true", help="list the notebooks with their parameters and what paper scale needs, then exit")
+    p.add_argument("--copy-notebooks", metavar="DIR", default=None, help="copy the repro notebooks to DIR (to open and edit), then exit")
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
     a = p.parse_args(argv)
+    a.parameters = {k: parse_value(v) for k, v in a.parameters}
     if a.jobs < 1: p.error("--jobs must be >= 1")
     if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
@@ -528,8 +578,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     t0 = time.perf_counter()
     try:
+        if a.list: print(list_notebooks(a.nbs_dir)); return 0
+        if a.copy_notebooks:
+            new = copy_notebooks(a.copy_notebooks, a.nbs_dir)
+            print(f"copied {len(new)} notebooks to {Path(a.copy_notebooks).resolve()}"); return 0
         recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
-                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures)
+                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
     if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports

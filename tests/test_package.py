@@ -1,5 +1,5 @@
 "The exported library stands alone: build a wheel, install it into a fresh venv, import every module."
-import subprocess, sys, sysconfig, venv
+import os, subprocess, sys, sysconfig, venv
 from pathlib import Path
 import pytest
 
@@ -34,3 +34,15 @@ def test_wheel_installs_and_imports_without_notebooks(tmp_path):
     assert out.returncode == 0, out.stderr
     assert not (site / "nbs").exists()
     assert out.stdout.startswith("ok")
+    # the repro notebooks ship inside the package: list them, copy them, run one from a folder outside the repository
+    cli = [py, "-c", "import sys; from attribkit.reproduce import main; sys.exit(main())"]
+    listed = subprocess.run(cli + ["--list"], cwd=workdir, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert "mask_table2_mia" in listed.stdout and "    data_root = None" in listed.stdout
+    copied = subprocess.run(cli + ["--copy-notebooks", "mine"], cwd=workdir, capture_output=True, text=True)
+    assert copied.returncode == 0, copied.stderr
+    assert len(list((workdir / "mine").glob("*.ipynb"))) == len(list((ROOT / "nbs" / "repro").glob("*.ipynb"))) >= 24
+    run = subprocess.run(cli + ["--scale", "smoke", "--only", "dga_fig9_grid", "--out", "out", "--device", "cpu"],
+                         cwd=workdir, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (workdir / "out" / "dga_fig9_grid.json").exists() and (workdir / "out" / "figures" / "dga_fig9_grid.png").exists()
