@@ -4,164 +4,17 @@
 
 # %% ../nbs/20_reproduce.ipynb #b87d8266
 from __future__ import annotations
-import argparse, concurrent.futures as cf, datetime as _dt, hashlib, html, json, math, multiprocessing as mp
-import logging, numbers, os, platform, shutil, sys, tempfile, time
+import argparse, concurrent.futures as cf, datetime as _dt, hashlib, json, logging, multiprocessing as mp
+import os, shutil, sys, time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 from .core import atomic_write
-from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, fmt_claim, verdict
+from .results import SCALES, figure_path, load_results, save_results, show_table   # the repro notebooks import these from here
+from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
-           'figure_path', 'fmt_value', 'table', 'show_table', 'repo_root', 'default_notebooks', 'parameters_cell',
-           'discover', 'library_fingerprint', 'input_key', 'run_notebook', 'verdict_counts', 'fmt_counts',
-           'summary_markdown', 'html_report', 'run_all', 'write_reports', 'terminal_table', 'parse_value',
-           'list_notebooks', 'copy_notebooks', 'parse_args', 'main']
-
-# %% ../nbs/20_reproduce.ipynb #95024a68
-SCHEMA_VERSION = 2
-SCALES = ("smoke", "cpu", "paper")
-RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra")
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-def _check_value(v, where: str) -> None:
-    "Raise `ValueError` unless `v` is a valid measured/paper value."
-    if v is None or isinstance(v, str): return
-    if _is_num(v):
-        if not math.isfinite(v): raise ValueError(f"{where} is {v}; store non-finite values as the strings 'nan'/'inf'")
-        return
-    if isinstance(v, dict):
-        spread = "se" if "se" in v else "std"
-        extra = set(v) - {"mean", spread, "n"}
-        if extra or not {"mean", spread} <= set(v):
-            raise ValueError(f"{where} must be a number, null, a string or {{'mean', 'se' or 'std'[, 'n']}}, got keys {sorted(v)}")
-        for k in ("mean", spread):
-            if not _is_num(v[k]) or not math.isfinite(v[k]): raise ValueError(f"{where}['{k}'] must be a finite number, got {v[k]!r}")
-        if v[spread] < 0: raise ValueError(f"{where}['{spread}'] must be >= 0, got {v[spread]}")
-        if "n" in v and (not isinstance(v["n"], int) or isinstance(v["n"], bool) or v["n"] < 1):
-            raise ValueError(f"{where}['n'] must be an integer >= 1, got {v['n']!r}")
-        return
-    raise ValueError(f"{where} must be a number, null, a string or {{'mean', 'std'}}, got {type(v).__name__}")
-
-def _check_cells(cells, key: str, nonempty: bool) -> None:
-    if not isinstance(cells, dict): raise ValueError(f"`{key}` must be a dict {{cell name: value}}, got {type(cells).__name__}")
-    if nonempty and not cells: raise ValueError(f"`{key}` is empty: a results file must report at least one measured cell")
-    for k, v in cells.items():
-        if not isinstance(k, str) or not k.strip(): raise ValueError(f"`{key}` has a cell name {k!r}; names must be non-empty strings")
-        _check_value(v, f"`{key}[{k!r}]`")
-
-def validate_results(d: dict) -> dict:
-    "Check that `d` follows the results contract (schema 2); return it unchanged or raise `ValueError` naming the key."
-    if not isinstance(d, dict): raise ValueError(f"results must be a dict, got {type(d).__name__}")
-    missing, unknown = [k for k in RESULT_KEYS if k not in d], sorted(set(d) - set(RESULT_KEYS))
-    if missing: raise ValueError(f"results miss the keys {missing}")
-    if unknown: raise ValueError(f"results have unknown keys {unknown}; put extra data under `extra`")
-    if d["schema"] != SCHEMA_VERSION: raise ValueError(f"`schema` must be {SCHEMA_VERSION}, got {d['schema']!r}")
-    name = d["name"]
-    if not isinstance(name, str) or not name or name != Path(name).name or name.startswith("."):
-        raise ValueError(f"`name` must be a plain file stem like 'mia_gxsi', got {name!r}")
-    if d["scale"] not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {d['scale']!r}")
-    if not isinstance(d["seed"], int) or isinstance(d["seed"], bool): raise ValueError(f"`seed` must be an int, got {d['seed']!r}")
-    _check_cells(d["measured"], "measured", nonempty=True)
-    _check_cells(d["paper"], "paper", nonempty=False)
-    if not isinstance(d["claims"], list): raise ValueError(f"`claims` must be a list, got {type(d['claims']).__name__}")
-    for i, c in enumerate(d["claims"]):
-        if not isinstance(c, dict) or set(c) != set(CLAIM_KEYS):
-            raise ValueError(f"`claims[{i}]` must be a dict with exactly the keys {list(CLAIM_KEYS)}, got {c!r}")
-        if not isinstance(c["claim"], str) or not c["claim"].strip(): raise ValueError(f"`claims[{i}]['claim']` must be a non-empty string")
-        if c["verdict"] not in VERDICTS: raise ValueError(f"`claims[{i}]['verdict']` must be one of {VERDICTS}, got {c['verdict']!r}")
-        for k in ("effect", "se"):
-            if c[k] is not None and (not _is_num(c[k]) or not math.isfinite(c[k])):
-                raise ValueError(f"`claims[{i}]['{k}']` must be a finite number or null, got {c[k]!r}")
-        if not isinstance(c["n"], int) or isinstance(c["n"], bool) or c["n"] < 0:
-            raise ValueError(f"`claims[{i}]['n']` must be an integer >= 0, got {c['n']!r}")
-        if c["verdict"] != "not evaluable" and (c["effect"] is None or c["se"] is None
-                                                or verdict(c["effect"], c["se"], c["n"]) != c["verdict"]):
-            raise ValueError(f"`claims[{i}]['verdict']` {c['verdict']!r} does not follow from effect {c['effect']}, se {c['se']}, "
-                             f"n {c['n']}: build claims with attribkit.claims.claim")
-        if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")
-    v = d["versions"]
-    if not isinstance(v, dict) or any(not isinstance(v.get(k), str) for k in ("python", "torch", "attribkit")):
-        raise ValueError(f"`versions` must hold the strings 'python', 'torch' and 'attribkit', got {v!r}")
-    wt = d["wall_time"]
-    if wt is not None and (not _is_num(wt) or not math.isfinite(wt) or wt < 0):
-        raise ValueError(f"`wall_time` must be null or seconds >= 0, got {wt!r}")
-    if not isinstance(d["created"], str): raise ValueError(f"`created` must be an ISO time string, got {d['created']!r}")
-    if not isinstance(d["extra"], dict): raise ValueError(f"`extra` must be a dict, got {type(d['extra']).__name__}")
-    return d
-
-# %% ../nbs/20_reproduce.ipynb #a32312d7
-def _plain(v, where: str):
-    "Convert numpy/torch scalars and containers to plain JSON values."
-    if v is None or isinstance(v, (str, bool)): return v
-    if hasattr(v, "item") and getattr(v, "ndim", None) == 0:   # numpy/torch scalars and 0-d arrays
-        v = v.item()
-        if isinstance(v, bool): return v
-    if isinstance(v, numbers.Integral): return int(v)
-    if isinstance(v, numbers.Real):
-        v = float(v)
-        return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, dict): return {str(k): _plain(x, f"{where}[{k!r}]") for k, x in v.items()}
-    if isinstance(v, (list, tuple)): return [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]
-    if hasattr(v, "tolist"): return _plain(v.tolist(), where)
-    raise ValueError(f"{where} has a value of type {type(v).__name__} that cannot be stored as JSON")
-
-def versions() -> dict:
-    "The software versions recorded in every results file: python, torch and attribkit."
-    import torch, attribkit
-    return {"python": platform.python_version(), "torch": str(torch.__version__), "attribkit": str(attribkit.__version__)}
-
-def save_results(name: str, measured: dict, paper: dict, claims: list, scale: str, seed: int,
-                 out_dir="results", wall_time: float | None = None, extra: dict | None = None) -> Path:
-    "Validate and atomically write `<out_dir>/<name>.json` (the results contract); return its path."
-    claims = _plain(list(claims), "`claims`") if isinstance(claims, (list, tuple)) else claims
-    d = {"schema": SCHEMA_VERSION, "name": name, "scale": scale,
-         "seed": int(seed) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else seed,
-         "measured": _plain(measured, "`measured`") if isinstance(measured, dict) else measured,
-         "paper": _plain(paper, "`paper`") if isinstance(paper, dict) else paper,
-         "claims": claims, "versions": versions(),
-         "wall_time": _plain(wall_time, "`wall_time`") if wall_time is not None else None,
-         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-         "extra": _plain(extra, "`extra`") if isinstance(extra, dict) else ({} if extra is None else extra)}
-    validate_results(d)
-    return atomic_write(Path(out_dir) / f"{name}.json", json.dumps(d, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
-
-def load_results(path) -> dict:
-    "Read and validate one results file."
-    return validate_results(json.loads(Path(path).read_text(encoding="utf-8")))
-
-def figure_path(name: str, folder=None) -> Path:
-    "The path `<folder>/<name>.png` where a repro notebook saves its one figure (default `$ATTRIBKIT_FIGURES`, else `figures`; created)."
-    folder = Path(folder or os.environ.get("ATTRIBKIT_FIGURES", "figures")); folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{name}.png"
-
-# %% ../nbs/20_reproduce.ipynb #5e01345c
-def fmt_value(v, digits: int = 4, decimals: int | None = None) -> str:
-    "Format one results value: numbers to `decimals` places if given, else `digits` significant digits; mean ± se/std; '—' if missing."
-    if v is None: return "—"
-    if isinstance(v, bool): return str(v)
-    if isinstance(v, numbers.Integral): return str(int(v))
-    if isinstance(v, numbers.Real): return f"{float(v):.{decimals}f}" if decimals is not None else f"{float(v):.{digits}g}"
-    if isinstance(v, dict) and "mean" in v and ("se" in v or "std" in v):
-        spread = v.get("se", v.get("std"))
-        s = f"{fmt_value(v['mean'], digits, decimals)} ± {fmt_value(spread, 2, decimals)}"
-        return s + (f" (n={v['n']})" if "n" in v else "")
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-def table(measured: dict, paper: dict, digits: int = 4, title: str | None = None, decimals: int | None = None) -> str:
-    "Markdown table with one row per cell: measured value beside the paper's value ('—' where one side is missing)."
-    keys = list(measured) + [k for k in paper if k not in measured]
-    rows = [f"| {fmt_value(k)} | {fmt_value(measured.get(k), digits, decimals)} | {fmt_value(paper.get(k), digits, decimals)} |"
-            for k in keys]
-    head = ([f"**{title}**", ""] if title else []) + ["| cell | measured | paper |", "|---|---:|---:|"]
-    return "\n".join(head + rows)
-
-def show_table(measured: dict, paper: dict, digits: int = 4, title: str | None = None, decimals: int | None = None):
-    "`table` as an IPython `Markdown` object, rendered as a table in notebooks and in the HTML report."
-    from IPython.display import Markdown
-    return Markdown(table(measured, paper, digits, title, decimals))
+__all__ = ['repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint', 'input_key', 'run_notebook',
+           'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks', 'parse_args', 'main']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -257,101 +110,6 @@ def _run_task(task: tuple) -> dict:
     except Exception as e:  # a crashed run must still give a record; Ctrl-C still stops the command
         return {"name": Path(nb).stem, "notebook": str(nb), "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
-
-# %% ../nbs/20_reproduce.ipynb #43b3eb27
-def verdict_counts(ds) -> dict:
-    "Claims per verdict over one results dict or a list of them (None for a run without results)."
-    cs = [c for d in (ds if isinstance(ds, (list, tuple)) else [ds]) for c in (d or {}).get("claims", [])]
-    return count_verdicts(cs)
-
-def fmt_counts(k: dict) -> str:
-    "The four verdict counts in one short string."
-    return " · ".join(f"{v} {k[v]}" for v in VERDICTS)
-
-def _read_results(rec: dict) -> dict | None:
-    try: return load_results(rec["results"]) if rec.get("results") and rec["status"] != "failed" else None
-    except Exception: return None
-
-def summary_markdown(records: list[dict], params: dict, figures=None, figures_rel_to=".") -> str:
-    "The text of summary.md for a list of run records (with each notebook's figure from `figures`, linked relative to `figures_rel_to`)."
-    ok = sum(r["status"] != "failed" for r in records)
-    rs = [_read_results(r) for r in records]
-    lines = ["# Reproduction summary", "",
-             f"scale `{params['scale']}` · seed {params['seed']} · device `{params['device']}` · "
-             f"{ok}/{len(records)} notebooks ran · claims: {fmt_counts(verdict_counts(rs))}", "",
-             "| notebook | status | " + " | ".join(VERDICTS) + " | wall time (s) |", "|---|---|" + "---:|" * (len(VERDICTS) + 1)]
-    for r, d in zip(records, rs):
-        k = verdict_counts(d)
-        lines.append(f"| [{r['name']}](#{r['name']}) | {r['status']} | " + " | ".join(str(k[v]) for v in VERDICTS) +
-                     f" | {fmt_value(r.get('wall_time'))} |")
-    for r, d in zip(records, rs):
-        lines += ["", f"## {r['name']}", "", f"status: **{r['status']}** · wall time {fmt_value(r.get('wall_time'))} s"]
-        if r["status"] == "failed":
-            where = f"cell {r['cell']} (0-based, `{r['cell_source']}`)" if r.get("cell") is not None else "outside a cell"
-            lines += ["", f"**Failed** in {where}: `{fmt_value(r['error'])}`"]
-        if d:
-            lines += ["", f"scale `{d['scale']}` · seed {d['seed']} · attribkit {d['versions']['attribkit']} · "
-                      f"torch {d['versions']['torch']} · python {d['versions']['python']}", "", table(d["measured"], d["paper"]), ""]
-            if figures is not None and (Path(figures) / f"{r['name']}.png").exists():
-                lines += [f"![{r['name']}]({os.path.relpath(Path(figures) / (r['name'] + '.png'), Path(figures_rel_to))})", ""]
-            lines += [f"- {fmt_claim(c)}" for c in d["claims"]]
-            if not d["claims"]: lines.append("- (no claims checked)")
-    return "\n".join(lines) + "\n"
-
-def _md_table_html(md: str) -> str:
-    "Minimal markdown-table to HTML conversion for the index page."
-    rows = [l.strip().strip("|").split(" | ") for l in md.splitlines() if l.startswith("|")]
-    rows = [r for r in rows if not set("".join(r)) <= set("-:| ")]
-    if not rows: return ""
-    head, body = rows[0], rows[1:]
-    th = "".join(f"<th>{html.escape(c.strip())}</th>" for c in head)
-    tb = "".join("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>" for r in body)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{tb}</tbody></table>"
-
-_CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:left}"
-        "img{max-width:100%;border:1px solid #ddd}.ok{color:#080}.failed{color:#b00}section{margin-bottom:2.5em}")
-
-def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
-    "Write `<out_dir>/html/index.html` plus one converted page per executed notebook; return the index path."
-    hdir = Path(out_dir) / "html"; (hdir / "figures").mkdir(parents=True, exist_ok=True)
-    exp = None
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>attribkit reproduction</title><style>{_CSS}</style></head><body>",
-             "<h1>attribkit reproduction</h1>",
-             f"<p>scale <code>{html.escape(str(params['scale']))}</code> · seed {params['seed']} · "
-             f"device <code>{html.escape(str(params['device']))}</code> · "
-             f"{sum(r['status'] == 'failed' for r in records)} of {len(records)} notebooks failed · "
-             f"claims: {html.escape(fmt_counts(verdict_counts([_read_results(r) for r in records])))}</p>"]
-    for r in records:
-        d, name = _read_results(r), r["name"]
-        cls = "failed" if r["status"] == "failed" else "ok"
-        parts.append(f"<section><h2 id='{html.escape(name)}'>{html.escape(name)} <span class='{cls}'>{html.escape(r['status'])}</span></h2>")
-        ex = Path(r["executed"]) if r.get("executed") else None
-        if ex is not None and ex.exists():
-            try:
-                page = hdir / f"{name}.html"
-                if not page.exists() or page.stat().st_mtime_ns < ex.stat().st_mtime_ns:   # convert only what changed
-                    if exp is None:   # nbconvert takes seconds to import: only when a page must be (re)built
-                        from nbconvert import HTMLExporter
-                        import nbformat
-                        exp = HTMLExporter(template_name="classic", embed_images=True)
-                    atomic_write(page, exp.from_notebook_node(nbformat.read(str(ex), as_version=4))[0])
-                parts.append(f"<p><a href='{html.escape(name)}.html'>executed notebook</a> · wall time {fmt_value(r.get('wall_time'))} s</p>")
-            except Exception as e:  # the report must not die on one bad notebook
-                parts.append(f"<p>could not convert the executed notebook: {html.escape(str(e))}</p>")
-        if r["status"] == "failed":
-            where = f"cell {r['cell']} (<code>{html.escape(str(r['cell_source']))}</code>)" if r.get("cell") is not None else "outside a cell"
-            parts.append(f"<p class='failed'>Failed in {where}: <code>{html.escape(str(r['error']))}</code></p>")
-        fig = Path(figures) / f"{name}.png"
-        if fig.exists():
-            shutil.copy2(fig, hdir / "figures" / fig.name)
-            parts.append(f"<p><img src='figures/{html.escape(fig.name)}' alt='figure of {html.escape(name)}'></p>")
-        if d:
-            parts.append(_md_table_html(table(d["measured"], d["paper"])))
-            parts.append("<ul>" + "".join(f"<li>{html.escape(fmt_claim(c)).replace('**', '')}</li>" for c in d["claims"]) + "</ul>")
-        parts.append("</section>")
-    parts.append("</body></html>")
-    return atomic_write(hdir / "index.html", "\n".join(parts))
 
 # %% ../nbs/20_reproduce.ipynb #33cd88ab
 def _load_state(path: Path) -> dict:
@@ -507,16 +265,6 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, p
     write_reports(nbs_dir, out, params, fresh)
     return ordered
 
-def terminal_table(records: list[dict]) -> str:
-    "The final plain-text table printed by the command."
-    rows = [("notebook", "status", "holds/fails/inconcl./n.e.", "wall s", "note")]
-    for r in records:
-        k = verdict_counts(_read_results(r))
-        note = "" if r["status"] != "failed" else (f"cell {r['cell']}: " if r.get("cell") is not None else "") + str(r["error"])
-        rows.append((r["name"], r["status"], "/".join(str(k[v]) for v in VERDICTS), fmt_value(r.get("wall_time")), note[:70]))
-    w = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(row)).rstrip() for row in rows)
-
 def parse_value(v: str):
     "A command-line parameter value as papermill's `-p` reads it: int, float, True/False, None, else the string."
     if v in ("True", "False"): return v == "True"
@@ -590,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(a.out) if Path(a.out).is_absolute() else repo_root() / a.out
     print(terminal_table(recs))
     failed = [r["name"] for r in recs if r["status"] == "failed"]
-    print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([_read_results(r) for r in recs]))}, "
+    print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([record_results(r) for r in recs]))}, "
           f"{time.perf_counter() - t0:.1f} s; "
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
     return 1 if failed else 0

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import attribkit
 from attribkit.claims import claim
-from attribkit.reproduce import main, save_results, validate_results, load_results, table
+from attribkit.reproduce import main
+from attribkit.results import save_results, validate_results, load_results, table
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
