@@ -11,9 +11,16 @@ from .claims import VERDICTS, count_verdicts, fmt_claim
 from .results import fmt_value, load_results, table
 
 # %% auto #0
-__all__ = ['verdict_counts', 'fmt_counts', 'record_results', 'summary_markdown', 'html_report', 'terminal_table']
+__all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'summary_markdown', 'html_report', 'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
+def machine() -> str:
+    "The machine in a few words: OS and architecture, CPU cores, torch threads, GPU if any."
+    import platform, torch
+    gpu = f" · GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} "
+            f"with {torch.get_num_threads()} threads{gpu}")
+
 def verdict_counts(ds) -> dict:
     "Claims per verdict over one results dict or a list of them (None for a run without results)."
     cs = [c for d in (ds if isinstance(ds, (list, tuple)) else [ds]) for c in (d or {}).get("claims", [])]
@@ -35,6 +42,8 @@ def summary_markdown(records: list[dict], params: dict, figures=None, figures_re
     lines = ["# Reproduction summary", "",
              f"scale `{params['scale']}` · seed {params['seed']} · device `{params['device']}` · "
              f"{ok}/{len(records)} notebooks ran · claims: {fmt_counts(verdict_counts(rs))}", "",
+             f"machine: {machine()} · sum of the notebooks' wall times: "
+             f"{sum(r.get('wall_time') or 0 for r in records) / 60:.1f} min", "",
              "| notebook | status | " + " | ".join(VERDICTS) + " | wall time (s) |", "|---|---|" + "---:|" * (len(VERDICTS) + 1)]
     for r, d in zip(records, rs):
         k = verdict_counts(d)
