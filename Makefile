@@ -10,7 +10,7 @@ JOBS ?= 2
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: reproduce record data test sync-check pytest nbtest bench clean-nbs
+.PHONY: reproduce record data test sync-check pytest nbtest bench gpu-check clean-nbs
 
 $(STAMP): settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,3 +55,7 @@ nbtest: $(STAMP)
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+# On a CUDA machine: the benchmarks with --device cuda and a smoke reproduction → gpu_check.json (exits 0 without CUDA)
+gpu-check: $(STAMP) data
+	$(BIN)/python benchmarks/gpu_check.py --out gpu_check.json
