@@ -295,3 +295,41 @@ def test_evaluate_compression_other_maps_and_no_masks():
     assert set(evaluate_compression(net, (x, y))) == {"mAP", "mAP_class", "F1"}
     with pytest.raises(ValueError, match="unknown attribution"): evaluate_compression(net, (x, y, masks), maps=["nomap"])
     with pytest.raises(ValueError, match="multi-hot"): evaluate_compression(net, (x, torch.zeros(6, dtype=torch.long)))
+
+
+# ---------------------------------------------------------------- teacher cache, warm-up, controls
+@pytest.mark.parametrize("method", ["naive", "ewa", "swa", "sswa"])
+def test_cached_teacher_targets_match_per_batch_teacher(method):
+    x, y = _data()
+    runs = []
+    for cache in (True, False):
+        torch.manual_seed(0); teacher, student = _net(8), _net(4)
+        h = distill(teacher, student, (x, y), method, "2", "2", epochs=2, batch_size=8, cache_teacher=cache, progress=False)
+        runs.append((h, student.state_dict()))
+    for k in runs[0][0]: assert runs[0][0][k] == pytest.approx(runs[1][0][k], rel=1e-9, abs=1e-12)
+    for k, v in runs[0][1].items(): torch.testing.assert_close(v, runs[1][1][k])
+
+
+def test_warmup_ramps_lambda():
+    x, y = _data()
+    torch.manual_seed(0); teacher, student = _net(8), _net(4)
+    h = distill(teacher, student, (x, y), "swa", "2", "2", epochs=3, batch_size=16, warmup=2, transfer_weight=10.0, progress=False)
+    # loss = task + λ_e·aux with λ_e = 10·(e+1)/3 for e < 2, then 10
+    for e, lam in enumerate((10 / 3, 20 / 3, 10.0)):
+        assert h["loss"][e] == pytest.approx(h["task"][e] + lam * h["aux"][e], rel=1e-9)
+    with pytest.raises(ValueError, match="warmup"): distill(teacher, student, (x, y), "swa", "2", "2", warmup=-1, progress=False)
+
+
+def test_evaluate_compression_controls_and_auc_among_objects():
+    from attribkit.metrics import mask_auc
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6 * 4 * 4, 3))
+    with torch.no_grad(): cnn[4].bias.fill_(0.3)
+    X = torch.randn(10, 3, 8, 8); M = torch.rand(10, 3, 8, 8) > 0.7; Y = M.flatten(2).any(2).double()
+    inten = lambda model, inputs, target=None: inputs.sum(1)
+    res = evaluate_compression(cnn, (X, Y, M), maps={"gradcam": {"layer": "0"}, "intensity": {"method": inten}}, batch_size=4)
+    z = cnn(X).detach(); ii, kk = ((Y > 0) & (z > 0)).nonzero(as_tuple=True)
+    h = X[ii].sum(1)
+    assert res["intensity"]["AUC"] == pytest.approx(100 * mask_auc(h, M[ii, kk]).mean, rel=1e-9)
+    assert res["intensity"]["AUC_obj"] == pytest.approx(100 * mask_auc(h, M[ii, kk], within=M[ii].any(1)).mean, rel=1e-9)
+    assert res["gradcam"]["pairs"] == res["intensity"]["pairs"] == len(ii)
