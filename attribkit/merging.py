@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_merging.ipynb #168214c1
 from __future__ import annotations
-import copy, math, operator
+import copy, math, operator, warnings
 from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
@@ -293,12 +293,15 @@ def _decide(pair, ref, n_keep, criterion, compensate, threshold, lam, compat):
     prod = ref[pair.producer]; w = prod.weight; N = w.shape[0]
     bn = ref[pair.bn] if pair.bn else None
     if pair.depthwise is None:
-        keep = keep_indices(w, n_keep, criterion)
+        # compat="official" without BN: the reference code ranks the augmented rows [w, b] (its LeNet path)
+        rank = torch.cat([_rows(w), prod.bias.detach().to(_rows(w).dtype)[:, None]], 1) \
+            if compat == "official" and bn is None and prod.bias is not None else w
+        keep = keep_indices(rank, n_keep, criterion)
         if not compensate: return keep, *_assignment(N, keep)[:2], None
         if bn is None: return keep, *most_sim(w, keep, prod.bias, threshold)
         return keep, *most_sim_bn(w, keep, bn, prod.bias, threshold, lam, compat)
     # 1x1 -> depthwise -> 1x1: channel n carries the outer product of the producer row and the depthwise kernel
-    if compat != "exact": raise NotImplementedError("compat='official' is defined for conv+BN pairs only, not depthwise blocks")
+    if compat == "official": raise NotImplementedError("compat='official' is defined for conv+BN pairs only, not depthwise blocks")
     dwm = ref[pair.depthwise]; dwb = ref[pair.dw_bn] if pair.dw_bn else None
     u, d = _rows(w), _rows(dwm.weight)
     outer = (u[:, :, None] * d[:, None, :]).reshape(N, -1)
@@ -328,6 +331,7 @@ def _replaced(model, pairs, ratios) -> dict:
 
 def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate):
     check_model(model)
+    if compat not in ("exact", "official"): raise ValueError(f"`compat` must be 'exact' or 'official', got {compat!r}")
     if decide_on not in ("original", "merged"): raise ValueError(f"`decide_on` must be 'original' or 'merged', got {decide_on!r}")
     pairs = find_pairs(model) if pairs is None else _check_pairs(model, pairs)
     names = [p.producer for p in pairs]
@@ -350,6 +354,10 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
             for name in (p.producer, p.bn, p.depthwise, p.dw_bn):
                 if name is not None: _select_rows(mods[name], keep)
             n_merged = int((match >= 0).sum()) - n_keep
+            if compensate and t is not None and N > n_keep and n_merged < 0.1 * (N - n_keep):
+                warnings.warn(f"merge: only {n_merged} of {N - n_keep} pruned neurons of {p.producer!r} passed the cosine threshold "
+                              f"t={t} (< 10%), so this layer is mostly plain pruning; consider threshold=None (merge every "
+                              f"pruned neuron) or a lower t", stacklevel=3)
             report.layers.append(dict(producer=p.producer, consumer=p.consumer, neurons=N, kept=n_keep, merged=n_merged,
                                       dropped=N - n_keep - n_merged, threshold=t if compensate else None,
                                       exact_act=all(o in _HOMOGENEOUS for o in p.ops),
@@ -368,6 +376,6 @@ def merge(model: nn.Module, ratio: float | dict, criterion: str = "l1", threshol
     return _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate=True)
 
 def prune(model: nn.Module, ratio: float | dict, criterion: str = "l1", decide_on: str = "original",
-          pairs: list[PrunablePair] | None = None) -> tuple[nn.Module, MergeReport]:
-    "Prune without compensation: a new, smaller model with the same kept neurons as `merge`, and a report."
-    return _compress(model, ratio, criterion, None, 0.85, "exact", decide_on, pairs, compensate=False)
+          pairs: list[PrunablePair] | None = None, compat: str = "exact") -> tuple[nn.Module, MergeReport]:
+    "Prune without compensation: a new, smaller model with the same kept neurons as `merge` (same `compat`), and a report."
+    return _compress(model, ratio, criterion, None, 0.85, compat, decide_on, pairs, compensate=False)
