@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_merging.ipynb #168214c1
 from __future__ import annotations
-import copy, math, operator
+import copy, math, operator, warnings
 from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
@@ -48,13 +48,15 @@ def _assignment(n: int, keep: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     pruned = torch.ones(n, dtype=torch.bool); pruned[keep] = False
     return match, scale, pruned.nonzero().flatten(), torch.full((n,), float("nan"), dtype=torch.float64)
 
-def most_sim(weight: Tensor, keep: Tensor, bias: Tensor | None = None, threshold: float | None = 0.45
-            ) -> tuple[Tensor, Tensor, Tensor]:
-    "MostSim without BN on augmented rows [w, b]: (match position in `keep` or -1, scale, cosine) per neuron."
+def most_sim(weight: Tensor, keep: Tensor, bias: Tensor | None = None, threshold: float | None = 0.45,
+             generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    "MostSim without BN on augmented rows [w, b]: (match position in `keep` or -1, scale, cosine) per neuron; a `generator` picks a random kept partner instead (control)."
     rows = _rows(weight) if bias is None else torch.cat([_rows(weight), bias.detach().to(_rows(weight).dtype)[:, None]], 1)
     match, scale, R, cos_out = _assignment(rows.shape[0], keep)
     if len(R):
         cos = _cos(rows[R], rows[keep]); best, j = cos.max(1)
+        if generator is not None:
+            j = torch.randint(len(keep), (len(R),), generator=generator); best = cos[torch.arange(len(R)), j]
         nr = rows.norm(dim=1).double(); s = nr[R] / nr[keep][j].clamp_min(1e-300)
         ok = torch.ones_like(best, dtype=torch.bool) if threshold is None else best >= threshold
         match[R[ok]], scale[R[ok]], cos_out[R] = j[ok], s[ok], best
@@ -70,11 +72,12 @@ def bn_affine(bn: nn.Module | None, n: int, bias: Tensor | None = None) -> tuple
     a = g / (bn.running_var.detach().double() + bn.eps).sqrt()
     return a, be + a * (b - bn.running_mean.detach().double())
 
-def _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, positive=True):
+def _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, positive=True, generator=None):
     "Pick argmin of lam*(1-cos) + (1-lam)*minmax(pen) per pruned row; accept if cos >= threshold (and A > 0)."
     lo, hi = pen.min(1, keepdim=True).values, pen.max(1, keepdim=True).values
     pen_n = torch.where(hi > lo, (pen - lo) / (hi - lo).clamp_min(1e-300), torch.zeros_like(pen))
     score = lam * (1 - cos) + (1 - lam) * pen_n
+    if generator is not None: score = torch.rand(score.shape, generator=generator, dtype=score.dtype)   # random partner (control)
     if positive: score = score.masked_fill(A <= 0, float("inf"))
     j = score.argmin(1); rr = torch.arange(len(R))
     best, a = cos[rr, j], A[rr, j]
@@ -84,8 +87,8 @@ def _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, positiv
     return match, scale, cos_out
 
 def most_sim_bn(weight: Tensor, keep: Tensor, bn: nn.Module, bias: Tensor | None = None, threshold: float | None = 0.1,
-                lam: float = 0.85, compat: str = "exact") -> tuple[Tensor, Tensor, Tensor]:
-    "MostSim for a conv/linear layer followed by BN: (match position or -1, scale A, cosine) per neuron."
+                lam: float = 0.85, compat: str = "exact", generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    "MostSim for a conv/linear layer followed by BN: (match position or -1, scale A, cosine) per neuron; a `generator` picks a random valid partner (control)."
     if compat not in ("exact", "official"): raise ValueError(f"`compat` must be 'exact' or 'official', got {compat!r}")
     rows = _rows(weight); match, scale, R, cos_out = _assignment(rows.shape[0], keep)
     if not len(R): return match, scale, cos_out
@@ -95,14 +98,14 @@ def most_sim_bn(weight: Tensor, keep: Tensor, bn: nn.Module, bias: Tensor | None
         a, c = bn_affine(bn, rows.shape[0], bias)
         A = s * a[R][:, None] / a[keep][None, :]
         pen = (c[R][:, None] - A * c[keep][None, :]).abs()
-        return _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam)
+        return _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, generator=generator)
     g, be = bn.weight.detach().double(), bn.bias.detach().double()
     mu, var = bn.running_mean.detach().double(), bn.running_var.detach().double()
     gn, bn_, mn, vn = g[R][:, None], be[R][:, None], mu[R][:, None], var[R][:, None]
     gm, bm, mm, vm = g[keep][None], be[keep][None], mu[keep][None], var[keep][None]
     A = s * (gm / gn) * (vn / vm)
     pen = ((gm / vm) * (s * (mn - vn * bn_ / gn) - mm) + bm).abs() / A
-    return _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, positive=False)
+    return _choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, positive=False, generator=generator)
 
 # %% ../nbs/12_merging.ipynb #5a704323
 @dataclass(frozen=True)
@@ -288,17 +291,20 @@ def _absorb(m: nn.Module, keep: Tensor, match: Tensor, scale: Tensor):
     _set(m, "weight", new)
 
 # %% ../nbs/12_merging.ipynb #0e44d58a
-def _decide(pair, ref, n_keep, criterion, compensate, threshold, lam, compat):
+def _decide(pair, ref, n_keep, criterion, compensate, threshold, lam, compat, generator=None):
     "Kept indices and (match, scale, cos) for one pair, computed on the modules in `ref`."
     prod = ref[pair.producer]; w = prod.weight; N = w.shape[0]
     bn = ref[pair.bn] if pair.bn else None
     if pair.depthwise is None:
-        keep = keep_indices(w, n_keep, criterion)
+        # compat="official" without BN: the reference code ranks the augmented rows [w, b] (its LeNet path)
+        rank = torch.cat([_rows(w), prod.bias.detach().to(_rows(w).dtype)[:, None]], 1) \
+            if compat == "official" and bn is None and prod.bias is not None else w
+        keep = keep_indices(rank, n_keep, criterion)
         if not compensate: return keep, *_assignment(N, keep)[:2], None
-        if bn is None: return keep, *most_sim(w, keep, prod.bias, threshold)
-        return keep, *most_sim_bn(w, keep, bn, prod.bias, threshold, lam, compat)
+        if bn is None: return keep, *most_sim(w, keep, prod.bias, threshold, generator)
+        return keep, *most_sim_bn(w, keep, bn, prod.bias, threshold, lam, compat, generator)
     # 1x1 -> depthwise -> 1x1: channel n carries the outer product of the producer row and the depthwise kernel
-    if compat != "exact": raise NotImplementedError("compat='official' is defined for conv+BN pairs only, not depthwise blocks")
+    if compat == "official": raise NotImplementedError("compat='official' is defined for conv+BN pairs only, not depthwise blocks")
     dwm = ref[pair.depthwise]; dwb = ref[pair.dw_bn] if pair.dw_bn else None
     u, d = _rows(w), _rows(dwm.weight)
     outer = (u[:, :, None] * d[:, None, :]).reshape(N, -1)
@@ -312,7 +318,7 @@ def _decide(pair, ref, n_keep, criterion, compensate, threshold, lam, compat):
     A1 = s1 * a1[R][:, None] / a1[keep][None]; C1 = c1[R][:, None] - A1 * c1[keep][None]
     A = A1 * s2 * a2[R][:, None] / a2[keep][None]; C2 = c2[R][:, None] - A * c2[keep][None]
     pen = C2.abs() + (a2[R] * d[R].sum(1).double())[:, None].abs() * C1.abs()
-    return keep, *_choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam)
+    return keep, *_choose(R, keep, match, scale, cos_out, cos, A, pen, threshold, lam, generator=generator)
 
 def _replaced(model, pairs, ratios) -> dict:
     "deepcopy memo that skips copying the tensors `merge` replaces anyway (saves a full copy of the big layers)."
@@ -326,8 +332,11 @@ def _replaced(model, pairs, ratios) -> dict:
         memo[id(mods[p.consumer].weight)] = mods[p.consumer].weight
     return memo
 
-def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate):
+def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate, partner="most_sim", seed=0):
     check_model(model)
+    if partner not in ("most_sim", "random"): raise ValueError(f"`partner` must be 'most_sim' or 'random', got {partner!r}")
+    gen = torch.Generator().manual_seed(int(seed)) if partner == "random" else None
+    if compat not in ("exact", "official"): raise ValueError(f"`compat` must be 'exact' or 'official', got {compat!r}")
     if decide_on not in ("original", "merged"): raise ValueError(f"`decide_on` must be 'original' or 'merged', got {decide_on!r}")
     pairs = find_pairs(model) if pairs is None else _check_pairs(model, pairs)
     names = [p.producer for p in pairs]
@@ -345,11 +354,15 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
             if r == 0: continue
             N = mods[p.producer].weight.shape[0]; n_keep = max(1, int(math.floor(N * (1 - r) + 0.5)))
             t = _default_threshold(p) if threshold == "paper" else threshold
-            keep, match, scale, cos = _decide(p, ref, n_keep, criterion, compensate, t, lam, compat)
+            keep, match, scale, cos = _decide(p, ref, n_keep, criterion, compensate, t, lam, compat, gen)
             _absorb(mods[p.consumer], keep, match, scale)
             for name in (p.producer, p.bn, p.depthwise, p.dw_bn):
                 if name is not None: _select_rows(mods[name], keep)
             n_merged = int((match >= 0).sum()) - n_keep
+            if compensate and t is not None and N > n_keep and n_merged < 0.1 * (N - n_keep):
+                warnings.warn(f"merge: only {n_merged} of {N - n_keep} pruned neurons of {p.producer!r} passed the cosine threshold "
+                              f"t={t} (< 10%), so this layer is mostly plain pruning; consider threshold=None (merge every "
+                              f"pruned neuron) or a lower t", stacklevel=3)
             report.layers.append(dict(producer=p.producer, consumer=p.consumer, neurons=N, kept=n_keep, merged=n_merged,
                                       dropped=N - n_keep - n_merged, threshold=t if compensate else None,
                                       exact_act=all(o in _HOMOGENEOUS for o in p.ops),
@@ -363,11 +376,11 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
 # %% ../nbs/12_merging.ipynb #5d9c0ce2
 def merge(model: nn.Module, ratio: float | dict, criterion: str = "l1", threshold: float | None | str = "paper",
           lam: float = 0.85, compat: str = "exact", decide_on: str = "original",
-          pairs: list[PrunablePair] | None = None) -> tuple[nn.Module, MergeReport]:
-    "Neuron merging (MostSim): a new, smaller model with pruned neurons folded into the next layer, and a report."
-    return _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate=True)
+          pairs: list[PrunablePair] | None = None, partner: str = "most_sim", seed: int = 0) -> tuple[nn.Module, MergeReport]:
+    "Neuron merging (MostSim): a new, smaller model with pruned neurons folded into the next layer, and a report; `partner='random'` (seeded) is the random-partner control."
+    return _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate=True, partner=partner, seed=seed)
 
 def prune(model: nn.Module, ratio: float | dict, criterion: str = "l1", decide_on: str = "original",
-          pairs: list[PrunablePair] | None = None) -> tuple[nn.Module, MergeReport]:
-    "Prune without compensation: a new, smaller model with the same kept neurons as `merge`, and a report."
-    return _compress(model, ratio, criterion, None, 0.85, "exact", decide_on, pairs, compensate=False)
+          pairs: list[PrunablePair] | None = None, compat: str = "exact") -> tuple[nn.Module, MergeReport]:
+    "Prune without compensation: a new, smaller model with the same kept neurons as `merge` (same `compat`), and a report."
+    return _compress(model, ratio, criterion, None, 0.85, compat, decide_on, pairs, compensate=False)

@@ -1,5 +1,5 @@
 "Neuron merging: exactness on constructed models, physical shrinking, untouched originals, errors, reports."
-import copy
+import copy, warnings
 import pytest
 import torch
 import torch.nn.functional as F
@@ -246,3 +246,25 @@ def test_keep_indices_criteria():
     assert keep_indices(w, 3, "l2").tolist() == [0, 2, 3]
     d = torch.cdist(w, w).sum(1)
     assert keep_indices(w, 2, "l2-GM").tolist() == sorted(torch.topk(d, 2).indices.tolist())
+
+
+def test_official_ranking_uses_augmented_rows_without_bn():
+    "compat='official' ranks [w, b] of a BN-free layer (the reference LeNet path); prune and merge keep the same neurons."
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[1., 1], [0.1, 0], [0.5, 0.5]])); net[0].bias.copy_(torch.tensor([0., 5, 0]))
+    assert prune(net, 1 / 3)[0][0].bias.tolist() == [0., 0.]
+    assert prune(net, 1 / 3, compat="official")[0][0].bias.tolist() == [0., 5.]
+    assert merge(net, 1 / 3, compat="official")[0][0].bias.tolist() == [0., 5.]
+    with pytest.raises(ValueError, match="compat"):
+        prune(net, 1 / 3, compat="nope")
+
+
+def test_merge_warns_when_few_neurons_pass_threshold():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 10), nn.ReLU(), nn.Linear(10, 2))
+    with pytest.warns(UserWarning, match="passed the cosine threshold"):
+        merge(net, 0.5, threshold=0.999)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        merge(net, 0.5, threshold=None)      # merging every pruned neuron never warns
