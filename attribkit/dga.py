@@ -358,6 +358,9 @@ def explain(runs, method: str, reference: str, key: str) -> str:
             + ", ".join(f"{m} {v:+.3f}" for m, v in d.items()) + f" ({'higher' if sign > 0 else 'lower'} is better).")
     better = [m for m in have if m != method and sign * d[m] >= sign * d[method]]
     if better: text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
+    if (reference not in CONTROLS and "ReLU(G*I)" in d and sign * d[method] < 0 and sign * d["ReLU(G*I)"] < 0):
+        text += (f" ReLU(G*I) is also worse than {reference} here ({d['ReLU(G*I)']:+.3f}): clamping a map at zero, as DGA does "
+                 "at every step, discards the negative evidence and leaves the zero pixels in random order.")
     if reference in CONTROLS: text += f" The reference is itself a control ({reference})."
     elif "random" in runs[0] and sign * _mean_diff(runs, reference, "random", key) < 0:
         text += f" {reference} itself is worse than a random map on this score."
