@@ -8,14 +8,17 @@ from typing import Callable
 import torch
 from torch import nn, Tensor
 from .core import (Attribution, as_local, attribute, batch_quantile, check_inputs, check_model,
-                            check_positive_int, get_method, model_scope, predict_target, register, resolve_target)
+                            check_positive_int, get_method, model_scope, predict_target, register, resolve_target, target_grad)
 from .metrics import flip_curves
 import attribkit.attr  # registers every attribution method: "ufg" (the default local), "ig", "gig", ...
 
 # %% auto #0
-__all__ = ['FLIP_STEPS', 'SMOKE_MODELS', 'SMOKE_RECIPE', 'PAPER_MODELS', 'wc_mask', 'epc_mask', 'DGA', 'appendix_dga',
-           'ReLUVariant', 'IG_p1', 'IG_p2', 'GIG_p1', 'GIG_p2', 'flip_scores', 'paired_difference', 'smoke_setup',
-           'load_paper_model', 'paper_images', 'compare_methods', 'summarise', 'direction_claims', 'dga_setup']
+__all__ = ['FLIP_STEPS', 'SMOKE_MODELS', 'SMOKE_RECIPE', 'CPU_MODELS', 'CPU_RECIPE', 'CPU_TRAIN', 'CPU_SIZE', 'STAND_INS',
+           'PAPER_MODELS', 'CONTROLS', 'SCORES', 'DATA_NAMES', 'wc_mask', 'epc_mask', 'DGA', 'appendix_dga',
+           'ReLUVariant', 'IG_p1', 'IG_p2', 'GIG_p1', 'GIG_p2', 'flip_scores', 'paired_difference', 'model_label',
+           'smoke_setup', 'fashion_setup', 'load_paper_model', 'paper_images', 'gxi', 'control_methods',
+           'compare_methods', 'summarise', 'summarise_runs', 'seed_claim', 'versus_claims', 'direction_claims',
+           'at_chance', 'dga_setup', 'dga_runs', 'run_methods', 'accuracy_cells', 'protocol_note', 'explain']
 
 # %% ../nbs/11_dga.ipynb #f2a9bb43
 def _expand(v: Tensor, like: Tensor) -> Tensor:
@@ -142,18 +145,42 @@ SMOKE_MODELS = {"VGG-16": ("vgg16_bn_cifar", dict(num_classes=5, width=16)),
                 "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=5, width=2)),
                 "Inception-V3": ("lenet5", dict(num_classes=5, in_channels=3, input_size=32))}
 SMOKE_RECIPE = dict(epochs=6, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
+CPU_MODELS = {"VGG-16": ("vgg16_bn_cifar", dict(num_classes=10, in_channels=1, width=16)),
+              "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=10, in_channels=1, width=2)),
+              "Inception-V3": ("lenet5", dict(num_classes=10, in_channels=1, input_size=32))}
+CPU_RECIPE = dict(epochs=2, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=128, schedule="cosine")
+CPU_TRAIN = 6000   # Fashion-MNIST training images per model (a seeded subset; the budget of the cpu tier)
+CPU_SIZE = 32      # Fashion-MNIST resized to 32 x 32 so that the VGG's five poolings fit
+STAND_INS = {"VGG-16": "VGG-16-BN/16 (stand-in for VGG-16)", "ResNet-18": "ResNet-8/2 (stand-in for ResNet-18)",
+             "Inception-V3": "LeNet-5 (stand-in for Inception-V3)"}
 PAPER_MODELS = {"VGG-16": ("vgg16", 224), "ResNet-18": ("resnet18", 224), "Inception-V3": ("inception_v3", 299)}
+
+def model_label(paper_name: str, scale: str) -> str:
+    "The honest name of the model that stands for `paper_name` at `scale` (the paper's own model only at paper scale)."
+    return paper_name if scale == "paper" else STAND_INS[paper_name]
+
+def _train_models(specs: dict, train, data_key: str, recipe: dict, seed: int, device, progress: bool) -> dict:
+    from attribkit import models
+    out = {}
+    for name, (fn, cfg) in specs.items():
+        m, _ = models.train_cached(getattr(models, fn), cfg, train, data_key, recipe, seed=seed, device=device, progress=progress)
+        out[name] = m.to(device).eval()
+    return out
 
 def smoke_setup(seed: int = 0, device="cpu", progress: bool = False) -> tuple[dict, object]:
     "The three smoke models {paper name: trained model} on single-label `shapes()` (checkpoint-cached) and the data splits."
-    from attribkit import data, models
+    from attribkit import data
     ds = data.shapes(n_train=2000, n_test=500, label="single", seed=0)
-    out = {}
-    for name, (fn, cfg) in SMOKE_MODELS.items():
-        m, _ = models.train_cached(getattr(models, fn), cfg, ds.train, "shapes-single-2000-500-seed0", SMOKE_RECIPE,
-                                   seed=seed, device=device, progress=progress)
-        out[name] = m.to(device).eval()
-    return out, ds
+    return _train_models(SMOKE_MODELS, ds.train, "shapes-single-2000-500-seed0", SMOKE_RECIPE, seed, device, progress), ds
+
+def fashion_setup(seed: int = 0, device="cpu", data_root=None, progress: bool = False) -> tuple[dict, object]:
+    "The three cpu-scale models {paper name: trained model} on a seeded `CPU_TRAIN`-image subset of Fashion-MNIST (32 x 32; checkpoint-cached), and the data splits."
+    from attribkit import data
+    ds = data.fashion_mnist(data_root, size=CPU_SIZE)
+    idx = torch.randperm(len(ds.train), generator=torch.Generator().manual_seed(0))[:CPU_TRAIN]
+    train = torch.utils.data.TensorDataset(*(t[idx] for t in ds.train.tensors))
+    return _train_models(CPU_MODELS, train, f"fashion-mnist{CPU_SIZE}-train{CPU_TRAIN}-subset0", CPU_RECIPE, seed, device,
+                         progress), ds
 
 def load_paper_model(name: str, weights_path) -> nn.Module:
     "torchvision VGG-16 / ResNet-18 / Inception-v3 with weights from `<weights_path>/<arch>*.pth` (never downloaded)."
@@ -175,14 +202,27 @@ def paper_images(data_root, size: int, n: int, seed: int = 0) -> tuple[Tensor, T
     xs, ys = zip(*[ds[int(i)] for i in idx])
     return torch.stack(xs), torch.tensor(ys)
 
-def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, seed: int = 0, control: bool = True) -> dict:
-    "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control."
+def gxi(model: nn.Module, x: Tensor, t) -> Tensor:
+    "Gradient × input of the target logit (signed)."
+    return x * target_grad(model, x, t)
+
+def control_methods() -> dict:
+    "The controls every DGA claim is also compared with: ReLU(G×I), |G×I| (non-negative maps, which LeRF rewards) and DGA with N = 1 (= ReLU(UFG), no aggregation); `compare_methods` adds 'random'."
+    return {"ReLU(G*I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G*I|": lambda m, x, t: gxi(m, x, t).abs(),
+            "DGA N=1": lambda m, x, t: DGA(m, n_steps=1).attribute(x, t)}
+
+CONTROLS = ("ReLU(G*I)", "|G*I|", "DGA N=1", "random")
+
+def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, seed: int = 0, control: bool = True,
+                    steps: int = FLIP_STEPS, fill="zero") -> dict:
+    "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control (a fresh random field per call, drawn from `seed`)."
     res = {}
     for name, local in methods.items():
         torch.manual_seed(seed)
-        res[name] = flip_scores(model, x, local(model, x, t).detach(), t, seed=seed)
+        res[name] = flip_scores(model, x, local(model, x, t).detach(), t, seed=seed, steps=steps, fill=fill)
     if control:
-        res["random"] = flip_scores(model, x, attribute(model, x, t, method="random", seed=seed), t, seed=seed)
+        res["random"] = flip_scores(model, x, attribute(model, x, t, method="random", seed=seed), t, seed=seed,
+                                    steps=steps, fill=fill)
     return res
 
 _LABEL = {"lerf_prob": "LeRF prob", "morf_prob": "MoRF prob", "lerf_logit": "LeRF logit", "morf_logit": "MoRF logit"}
@@ -195,25 +235,134 @@ def summarise(res: dict, model_name: str, reference: str = "G*I") -> dict:
                       for m, sc in res.items() if m != reference for k, v in sc.items()})
     return cells
 
-def direction_claims(res: dict, model_name: str, method: str = "DGA", reference: str = "G*I") -> list[dict]:
-    "The paper's claims `method` LeRF > `reference` LeRF and MoRF < `reference` MoRF (softmax probability; logit in detail)."
-    out = []
-    for order, sign, word in (("lerf", 1, "above"), ("morf", -1, "below")):
-        d = {s: paired_difference(res[method][f"{order}_{s}"], res[reference][f"{order}_{s}"]) for s in ("prob", "logit")}
-        out.append({"claim": f"{model_name}: {method} {order.upper()[:2].title()}{order[2:].upper()} is {word} {reference}'s",
-                    "holds": bool(sign * d["prob"]["mean"] > 0),
-                    "detail": f"paired Δ prob {d['prob']['mean']:+.4f} ± {d['prob']['std']:.4f} SE, "
-                              f"logit {d['logit']['mean']:+.3f} ± {d['logit']['std']:.3f} SE, n={d['prob']['n']}"})
+def _runs(res) -> list:
+    return [res] if isinstance(res, dict) else list(res)
+
+def summarise_runs(runs, model_name: str, reference: str = "G*I") -> dict:
+    "Results cells {mean, se, n} from `compare_methods` outputs of one model per seed: over seeds (per-seed means) when there are several, over images otherwise; AUCs and paired differences to `reference`."
+    from attribkit.claims import mean_se
+    runs = _runs(runs)
+    def cell(vals):   # vals: one per-image tensor per seed
+        return mean_se([float(v.double().mean()) for v in vals]) if len(vals) > 1 else mean_se(vals[0])
+    methods = [m for m in runs[0] if all(m in r for r in runs)]
+    cells = {f"{model_name} | {m} | {_LABEL[k]}": cell([r[m][k] for r in runs]) for m in methods for k in _LABEL}
+    if reference in methods:
+        cells.update({f"{model_name} | {m} − {reference} | {_LABEL[k]} (paired)": cell([r[m][k] - r[reference][k] for r in runs])
+                      for m in methods if m != reference for k in _LABEL})
+    return cells
+
+SCORES = {"lerf_prob": ("LeRF", "probability", 1), "morf_prob": ("MoRF", "probability", -1),
+          "lerf_logit": ("LeRF", "logit", 1), "morf_logit": ("MoRF", "logit", -1)}
+
+def seed_claim(text: str, diffs, detail: str = "", not_evaluable: str | None = None) -> dict:
+    "A claim from per-image effects (signed: positive = the paper's direction), one tensor per seed: with several seeds the units are the seeds (each seed's mean over its paired images), with one seed the paired images."
+    from attribkit.claims import claim
+    diffs = [torch.as_tensor(d).double().flatten() for d in _runs(diffs)] if not isinstance(diffs, Tensor) else [diffs.double().flatten()]
+    if len(diffs) > 1:
+        return claim(text, [float(d.mean()) for d in diffs], units="seeds", not_evaluable=not_evaluable,
+                     detail="; ".join(filter(None, [f"per-seed means of differences paired over {len(diffs[0])} images", detail])))
+    return claim(text, diffs[0], units="images", not_evaluable=not_evaluable,
+                 detail="; ".join(filter(None, ["paired within one seed", detail])))
+
+def versus_claims(runs, model_name: str, method: str = "DGA", references=("G*I",), scores=tuple(SCORES),
+                  not_evaluable: str | None = None) -> list[dict]:
+    "Claims that `method` beats each reference on each score (LeRF higher, MoRF lower; probability and logit separately), from `compare_methods` outputs of one model per seed."
+    runs, out = _runs(runs), []
+    for ref in references:
+        if not all(ref in r and method in r for r in runs): continue
+        for key in scores:
+            order, score, sign = SCORES[key]
+            diffs = [sign * (r[method][key] - r[ref][key]) for r in runs]
+            out.append(seed_claim(f"{model_name}: {method} {order} ({score}) is {'above' if sign > 0 else 'below'} {ref}'s", diffs,
+                                  detail=f"effect = {'+' if sign > 0 else '−'}({method} − {ref}) AUC", not_evaluable=not_evaluable))
     return out
+
+def direction_claims(res, model_name: str, method: str = "DGA", reference: str = "G*I") -> list[dict]:
+    "The paper's claims `method` LeRF above and MoRF below `reference`, probability and logit as separate claims (`versus_claims` with one reference)."
+    return versus_claims(res, model_name, method, (reference,))
+
+def at_chance(acc: list, num_classes: int, margin: float = 0.05) -> str | None:
+    "The `not evaluable` reason if any seed's model is within `margin` of chance accuracy, else None."
+    low = [a for a in acc if a < 1 / num_classes + margin]
+    return f"model at chance (test accuracy {min(low):.2f}, chance {1 / num_classes:.2f})" if low else None
 
 def dga_setup(scale: str = "smoke", seed: int = 0, device="cpu", data_root=None, weights_path=None,
               n_images: int | None = None) -> dict:
-    "{paper model name: (model, images, labels)} for a repro notebook: smoke/cpu = `smoke_setup` test images, paper = ImageNet val."
+    "{paper model name: (model, images, labels)} for a repro notebook: smoke = `smoke_setup` (shapes), cpu = `fashion_setup` (Fashion-MNIST) test images, paper = ImageNet val."
     if scale not in ("smoke", "cpu", "paper"): raise ValueError(f"`scale` must be 'smoke', 'cpu' or 'paper', got {scale!r}")
-    n = n_images or {"smoke": 32, "cpu": 200, "paper": 1000}[scale]
+    n = n_images or {"smoke": 32, "cpu": 32, "paper": 1000}[scale]
     if scale == "paper":
         return {k: (load_paper_model(k, weights_path).to(device), *[v.to(device) for v in paper_images(data_root, size, n, seed)])
                 for k, (_, size) in PAPER_MODELS.items()}
-    models, ds = smoke_setup(seed, device)
+    models, ds = smoke_setup(seed, device) if scale == "smoke" else fashion_setup(seed, device, data_root)
     x, y = ds.test.tensors[0][:n].to(device), ds.test.tensors[1][:n].to(device)
     return {k: (m, x, y) for k, m in models.items()}
+
+DATA_NAMES = {"smoke": "shapes (single-label, attribkit.data.shapes)", "cpu": "Fashion-MNIST (32 x 32)", "paper": "ImageNet val"}
+
+def dga_runs(scale: str = "smoke", seeds=(0,), device="cpu", data_root=None, weights_path=None, n_images: int | None = None,
+             n_eval: int = 2000) -> tuple[list, dict]:
+    "`dga_setup` for each seed, with honest model names ({name: (model, images, labels)} per seed), and info: data name, test accuracy per model and seed (on `n_eval` test images), chance-level reasons."
+    from attribkit import models as M
+    runs, acc = [], {}
+    for s in seeds:
+        setup = dga_setup(scale, s, device, data_root, weights_path, n_images)
+        runs.append({model_label(k, scale): v for k, v in setup.items()})
+    info = {"data": DATA_NAMES[scale], "seeds": list(seeds), "accuracy": {}, "chance": {}}
+    if scale != "paper":
+        from attribkit import data
+        ds = (data.shapes(n_train=2000, n_test=500, label="single", seed=0) if scale == "smoke"
+              else data.fashion_mnist(data_root, size=CPU_SIZE))
+        test = torch.utils.data.TensorDataset(ds.test.tensors[0][:n_eval], ds.test.tensors[1][:n_eval])
+        k = int(ds.test.tensors[1].max()) + 1
+        for run in runs:
+            for name, (m, _, _) in run.items():
+                acc.setdefault(name, []).append(float(M.evaluate(m, test, topk=(1,), device=device)["top1"]))
+        info["accuracy"] = acc
+        info["chance"] = {name: at_chance(a, k) for name, a in acc.items()}
+    return runs, info
+
+
+# %% ../nbs/11_dga.ipynb #5c3e8a41
+def run_methods(runs: list, seeds, methods: dict, **kwargs) -> dict:
+    "{model name: [`compare_methods` output per seed]} over the per-seed set-ups of `dga_runs` (`kwargs`: steps, fill, control)."
+    return {name: [compare_methods(*run[name], methods, seed=s, **kwargs) for s, run in zip(seeds, runs)] for name in runs[0]}
+
+def accuracy_cells(info: dict) -> dict:
+    "Results cells '<model> | test accuracy' as {mean, se, n} over seeds."
+    from attribkit.claims import mean_se
+    return {f"{name} | test accuracy": mean_se(a) for name, a in info["accuracy"].items()}
+
+def protocol_note(info: dict, steps: int = FLIP_STEPS, fill="zero", n_images: int | None = None) -> str:
+    "Markdown stating the run's data, seeds and the pixel-flip choices the paper leaves open (generated from the parameters)."
+    acc = "; ".join(f"{k}: " + ", ".join(f"{a:.3f}" for a in v) for k, v in info["accuracy"].items())
+    return (f"**Run.** Data: {info['data']}; seeds {info['seeds']}" + (f"; {n_images} test images per seed" if n_images else "")
+            + (f". Test accuracy per seed: {acc}." if acc else ".")
+            + f"\n\n**Protocol choices the paper leaves open** (ours, not the paper's): ranking by the channel sum of the map, "
+            f"ties in a seeded random order; {steps} steps of {100 / steps:g} % of the pixels; removed pixels filled with "
+            f"`{fill}` (" + ("0 in normalised space, i.e. mid-grey" if fill == "zero" else "the per-image mean") + "); "
+            "score = trapezoid area under the target's softmax probability (the paper's quantity) and, separately, under its "
+            "logit; target = the true label.")
+
+def _mean_diff(runs, a: str, b: str, key: str) -> float:
+    vals = [float((r[a][key] - r[b][key]).double().mean()) for r in runs]
+    return sum(vals) / len(vals)
+
+def explain(runs, method: str, reference: str, key: str) -> str:
+    "A generated diagnosis for a claim '`method` beats `reference` on `key`': the method's and the controls' mean differences to `reference`, and what they imply."
+    runs = _runs(runs)
+    order, score, sign = SCORES[key]
+    have = [m for m in (method,) + CONTROLS if m in runs[0] and m != reference]
+    d = {m: _mean_diff(runs, m, reference, key) for m in have}
+    text = (f"{order} {score} AUC minus {reference}'s (mean over {'seeds' if len(runs) > 1 else 'images'}): "
+            + ", ".join(f"{m} {v:+.3f}" for m, v in d.items()) + f" ({'higher' if sign > 0 else 'lower'} is better).")
+    better = [m for m in have if m != method and sign * d[m] >= sign * d[method]]
+    if better: text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
+    if (reference not in CONTROLS and "ReLU(G*I)" in d and sign * d[method] < 0 and sign * d["ReLU(G*I)"] < 0):
+        text += (f" ReLU(G*I) is also worse than {reference} here ({d['ReLU(G*I)']:+.3f}): clamping a map at zero, as DGA does "
+                 "at every step, discards the negative evidence and leaves the zero pixels in random order.")
+    if reference in CONTROLS: text += f" The reference is itself a control ({reference})."
+    elif "random" in runs[0] and sign * _mean_diff(runs, reference, "random", key) < 0:
+        text += f" {reference} itself is worse than a random map on this score."
+    return text
+
