@@ -181,3 +181,14 @@ def test_fit_k_annealing_schedule():
     # 6 steps, 3 of them annealing: k at the last step of each epoch is 1 - 0.75·min(1, t/3) for t = 1, 3, 5
     assert [round(h["k"], 6) for h in vsm.history] == [0.75, 0.25, 0.25]
     with pytest.raises(ValueError, match="k_start"): VariationalSaliency(clf, k=3).fit(x, k_start=0.5, progress=False)
+
+
+@pytest.mark.parametrize("prior", [SoftTVPrior("ar1", 0.9), SoftTVPrior("tv", 4.0), SoftTVPrior("iid")])
+def test_prior_samples_have_the_implied_covariance(prior):
+    "Draws made with the Cholesky factors of the two small precisions have covariance κ_h⊗κ_w (an identity, not a claim)."
+    n, h, w = 20000, 6, 7
+    s = prior.sample(n, h, w, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    kh, kw = (torch.linalg.inv(prior.factor(m, torch.float64)[0]) for m in (h, w))
+    implied = torch.kron(kh, kw)
+    emp = s.flatten(1).T @ s.flatten(1) / n
+    assert torch.allclose(emp, implied, atol=6 * implied.diagonal().max().item() / n**0.5)
