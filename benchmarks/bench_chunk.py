@@ -100,7 +100,9 @@ def spawn(name, order, args, curve=False):
     if args.quick: cmd.append("--quick")
     if curve: cmd.append("--curve")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    r = json.loads(out.strip().splitlines()[-1])
+    print(f"  process: {json.dumps(r)}", file=sys.stderr, flush=True)  # each fresh process's numbers as they come
+    return r
 
 
 def main(argv=None):
