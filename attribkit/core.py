@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #c791911e
 from __future__ import annotations
-import contextlib, inspect, math, os, random, uuid
+import contextlib, inspect, itertools, math, os, random, sys, threading, uuid, warnings, weakref
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 import numpy as np
@@ -13,22 +13,28 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
-           'get_layer', 'target_grad', 'activation_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad',
-           'batched_forward', 'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device',
-           'atomic_write', 'atomic_save', 'Attribution', 'register', 'available_methods', 'get_method', 'attribute',
-           'as_local', 'RandomAttribution']
+           'warn_once_per_call', 'check_call', 'get_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
+           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'as_loader', 'per_channel_minmax',
+           'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution',
+           'register', 'available_methods', 'get_method', 'as_local', 'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
+def _no_batch_hint(inputs: Tensor) -> str:
+    return (f"; if it is one sample without its batch dimension, pass `inputs[None]` "
+            f"(shape {(1, *inputs.shape)})")
+
 def check_inputs(inputs, name: str = "inputs", min_ndim: int = 2, ndim: int | None = None) -> Tensor:
     "Check that `inputs` is a finite floating tensor with a batch dimension; return it unchanged."
     if not isinstance(inputs, Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor, got {type(inputs).__name__}")
     if not inputs.is_floating_point():
-        raise TypeError(f"`{name}` must have a floating dtype (float32/float64), got {inputs.dtype}")
+        raise TypeError(f"`{name}` must have a floating dtype (float32/float64), got {inputs.dtype}; pass `{name}.float()`")
     if ndim is not None and inputs.ndim != ndim:
-        raise ValueError(f"`{name}` must have {ndim} dimensions (batch first), got shape {tuple(inputs.shape)}")
+        hint = _no_batch_hint(inputs) if inputs.ndim == ndim - 1 else ""
+        raise ValueError(f"`{name}` must have {ndim} dimensions (batch first), got shape {tuple(inputs.shape)}{hint}")
     if inputs.ndim < min_ndim:
-        raise ValueError(f"`{name}` must be batch-first with at least {min_ndim} dimensions, got shape {tuple(inputs.shape)}")
+        raise ValueError(f"`{name}` must be batch-first with at least {min_ndim} dimensions, got shape "
+                         f"{tuple(inputs.shape)}{_no_batch_hint(inputs)}")
     if inputs.shape[0] == 0:
         raise ValueError(f"`{name}` has an empty batch")
     if not torch.isfinite(inputs).all():
@@ -46,9 +52,10 @@ def check_model(model, inputs: Tensor | None = None) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise TypeError(f"`model` must be a torch.nn.Module, got {type(model).__name__}")
     if inputs is not None:
-        p = next(iter(model.parameters()), None)
+        p = next(itertools.chain(model.parameters(), model.buffers()), None)
         if p is not None and p.device != inputs.device:
-            raise ValueError(f"`inputs` are on {inputs.device} but `model` is on {p.device}; move one of them")
+            raise ValueError(f"`inputs` are on {inputs.device} (shape {tuple(inputs.shape)}) but `model` is on {p.device}; "
+                             f"move the inputs with `inputs.to('{p.device}')` or the model with `model.to('{inputs.device}')`")
     return model
 
 # %% ../nbs/00_core.ipynb #88499117
@@ -76,13 +83,15 @@ def resolve_target(target, n: int, num_classes: int | None = None, device=None) 
             raise TypeError(f"`target` must hold integer class indices, got dtype {t.dtype}")
         if t.ndim == 0: t = t.expand(n)
         if t.ndim != 1:
-            raise ValueError(f"`target` must be 1-D (one class per sample), got shape {tuple(t.shape)}")
+            raise ValueError(f"`target` must be 1-D (one class per sample), got shape {tuple(t.shape)}; "
+                             f"for one-hot or score targets pass `target.argmax(1)`")
         if len(t) != n:
             raise ValueError(f"`target` has length {len(t)} but the batch has {n} samples")
         t = t.long()
     if (t < 0).any() or (num_classes is not None and (t >= num_classes).any()):
         raise ValueError(f"`target` out of range: got values in [{int(t.min())}, {int(t.max())}], "
-                         f"the model has {num_classes} classes")
+                         f"the model has {num_classes} classes (output (N, {num_classes})); "
+                         f"pass class indices in [0, {num_classes})")
     return t.to(device) if device is not None else t
 
 @torch.no_grad()
@@ -95,6 +104,8 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
                "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs",
                "_state_dict_hooks", "_load_state_dict_pre_hooks")
 
+_OPEN = threading.local()  # per thread: a list with one dict per open model_scope, outermost first
+
 @contextlib.contextmanager
 def model_scope(model: nn.Module, eval: bool = True, freeze: bool = True) -> Iterator[nn.Module]:
     "Run `model` in eval mode with frozen parameters; restore modes, `requires_grad` and hooks on exit."
@@ -102,17 +113,79 @@ def model_scope(model: nn.Module, eval: bool = True, freeze: bool = True) -> Ite
     modes = {m: m.training for m in model.modules()}
     grads = {p: p.requires_grad for p in model.parameters()}
     hooks = {(m, d): set(getattr(m, d).keys()) for m in model.modules() for d in _HOOK_DICTS if hasattr(m, d)}
+    stack = _OPEN.__dict__.setdefault("scopes", [])
+    stack.append({})
     try:
         if eval: model.eval()
         if freeze:
             for p in grads: p.requires_grad_(False)
         yield model
     finally:
+        stack.pop()
         for m, d in hooks:
             hd = getattr(m, d)
             for k in [k for k in hd if k not in hooks[(m, d)]]: del hd[k]
         for m, t in modes.items(): m.training = t
         for p, g in grads.items(): p.requires_grad_(g)
+
+# %% ../nbs/00_core.ipynb #f045b18c
+@contextlib.contextmanager
+def warn_once_per_call():
+    "Show each distinct warning raised inside at most once per outermost open `model_scope` (one attribution call)."
+    scopes = _OPEN.__dict__.get("scopes") or [{}]
+    seen, caught = scopes[0].setdefault("warned", set()), []
+    try:
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            try: yield
+            finally: caught = list(rec)
+    finally:
+        for w in caught:
+            if (w.category, str(w.message)) in seen: continue
+            seen.add((w.category, str(w.message)))
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+# %% ../nbs/00_core.ipynb #83d37f72
+_BATCHED_NDIM = {nn.Conv1d: 3, nn.Conv2d: 4, nn.Conv3d: 5, nn.ConvTranspose1d: 3, nn.ConvTranspose2d: 4,
+                 nn.ConvTranspose3d: 5, nn.BatchNorm2d: 4, nn.BatchNorm3d: 5, nn.MaxPool1d: 3, nn.MaxPool2d: 4,
+                 nn.MaxPool3d: 5, nn.AvgPool1d: 3, nn.AvgPool2d: 4, nn.AvgPool3d: 5, nn.AdaptiveAvgPool2d: 4}
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {(row shape, dtype, device): classes}
+
+class _NoBatch(Exception): pass
+
+def _probe(model: nn.Module, inputs: Tensor) -> int:
+    "Number of classes of `model` for rows like `inputs[0]`, checking the batch dimension and the output once."
+    key, seen = (tuple(inputs.shape[1:]), inputs.dtype, inputs.device), _PROBED.setdefault(model, {})
+    if key in seen: return seen[key]
+    first = []
+    def pre(mod, args):
+        if first: return
+        first.append(mod)
+        want = _BATCHED_NDIM[next(c for c in _BATCHED_NDIM if isinstance(mod, c))]
+        if args and isinstance(args[0], Tensor) and args[0].ndim == want - 1: raise _NoBatch(type(mod).__name__, want)
+    with model_scope(model) as m, torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, tuple(_BATCHED_NDIM)): mod.register_forward_pre_hook(pre)
+        try: out = m(inputs[:1])
+        except _NoBatch as e:
+            raise ValueError(f"`inputs` has shape {tuple(inputs.shape)} but the model's first {e.args[0]} expects "
+                             f"{e.args[1]}-D batches (N, C, ...){_no_batch_hint(inputs)}") from None
+    if not isinstance(out, Tensor):
+        raise TypeError(f"`model` returned a {type(out).__name__} for inputs of shape {(1, *key[0])}; attribution needs a "
+                        f"tensor of logits (N, classes): wrap the model in an nn.Module whose forward returns it "
+                        f"(e.g. `out[0]` or `out.logits`)")
+    if out.ndim != 2 or out.shape[0] != 1:
+        raise ValueError(f"`model`: the model output has shape {tuple(out.shape)} for inputs of shape {(1, *key[0])}; attribution "
+                         f"needs logits of shape (N, classes): end the model with a classifier head (e.g. nn.Flatten() "
+                         f"and nn.Linear) or wrap it so its forward returns (N, classes)")
+    seen[key] = out.shape[1]
+    return out.shape[1]
+
+def check_call(model: nn.Module, inputs: Tensor, target=None, ndim: int | None = None) -> Tensor | None:
+    "Validate a call (inputs, device, output, target) before the model runs it; `target` as a LongTensor, None stays None."
+    check_inputs(inputs, ndim=ndim); check_model(model, inputs)
+    k = _probe(model, inputs)
+    return None if target is None else resolve_target(target, len(inputs), k, inputs.device)
 
 # %% ../nbs/00_core.ipynb #25615d16
 def get_layer(model: nn.Module, layer: str | nn.Module) -> nn.Module:
@@ -152,10 +225,24 @@ def activation_bytes(model: nn.Module, sample: Tensor) -> int:
         model(sample[:1])
     return sum(total)
 
-def auto_batch_size(model: nn.Module, inputs: Tensor, budget: int = 2**30, cap: int | None = None) -> int:
-    "Rows per chunk so forward+backward activations stay within `budget` bytes (see the rule above)."
-    if cap is None: cap = 4096 if inputs.is_cuda else 128
-    return int(max(1, min(cap, budget // (2 * activation_bytes(model, inputs)))))
+def cache_bytes(default: int = 32 * 2**20) -> int:
+    "Size of the largest CPU cache the OS reports (Linux sysfs), else `default`."
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            s = f.read_text().strip().upper()
+            sizes.append(int(s[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[s[-1]] if s[-1] in "KMG" else int(s))
+        except (OSError, ValueError): pass
+    return max(sizes, default=default)
+
+def auto_batch_size(model: nn.Module, inputs: Tensor, budget: int | None = None, cap: int = 4096) -> int:
+    "Rows per chunk: activations within the CPU cache, or forward+backward activations within `budget` bytes on CUDA."
+    per_row = activation_bytes(model, inputs)
+    if inputs.is_cuda:
+        if budget is None: budget = min(2**30, torch.cuda.mem_get_info(inputs.device)[0] // 4)
+        rows = budget // (2 * per_row)
+    else: rows = (cache_bytes() if budget is None else budget) // per_row
+    return int(max(1, min(cap, rows)))
 
 def chunks(n: int, size: int) -> Iterator[slice]:
     "Slices covering range(n) in pieces of at most `size`."
@@ -269,25 +356,70 @@ def get_method(name: str) -> type:
         raise ValueError(f"unknown attribution `method` {name!r}; available: {', '.join(available_methods())}")
     return _REGISTRY[name]
 
+# %% ../nbs/00_core.ipynb #857703fc
 def _split_kwargs(cls: type, kwargs: dict) -> tuple[dict, dict]:
     init = inspect.signature(cls.__init__).parameters
     return ({k: v for k, v in kwargs.items() if k in init}, {k: v for k, v in kwargs.items() if k not in init})
 
-def attribute(model: nn.Module, inputs: Tensor, target=None, method: str | Callable = "saliency", **kwargs) -> Tensor:
-    "Attribute with a registered `method` (or a local attribution callable); kwargs go to the constructor or the call."
-    if callable(method) and not isinstance(method, type):
-        return method(model, inputs, target, **kwargs)
-    cls = method if isinstance(method, type) else get_method(method)
-    init_kw, call_kw = _split_kwargs(cls, kwargs)
-    return cls(model, **init_kw).attribute(inputs, target, **call_kw)
+def _is_captum(obj) -> bool:
+    "Whether `obj` is a Captum attribution class or object (never imports Captum)."
+    base = getattr(sys.modules.get("captum.attr"), "Attribution", None)
+    if base is None: return False
+    return issubclass(obj, base) if isinstance(obj, type) else isinstance(obj, base)
 
-def as_local(method: str | Callable, **kwargs) -> Callable[[nn.Module, Tensor, Tensor], Tensor]:
-    "A local attribution function `(model, inputs, target) -> Tensor` from a registry name or a callable."
-    if isinstance(method, str): get_method(method)  # fail early on unknown names
-    elif not callable(method): raise TypeError(f"`method` must be a registry name or a callable, got {type(method).__name__}")
+def _is_attribution(obj) -> bool:
+    return (issubclass(obj, Attribution) if isinstance(obj, type) else isinstance(obj, Attribution)) or _is_captum(obj)
+
+def _detach(out):
+    return tuple(_detach(o) for o in out) if isinstance(out, tuple) else out.detach() if isinstance(out, Tensor) else out
+
+def _run(obj, model: nn.Module, inputs: Tensor, target, call_kw: dict):
+    "Call an attribkit or Captum attribution object after `check_call`."
+    t = check_call(model, inputs, target)
+    if isinstance(obj, Attribution): return obj.attribute(inputs, target, **call_kw)
+    with model_scope(model):
+        if t is None: t = predict_target(model, inputs)
+        with warn_once_per_call():
+            return _detach(obj.attribute(inputs.detach().requires_grad_(True), target=t, **call_kw))
+
+# %% ../nbs/00_core.ipynb #c58d5a59
+def as_local(method, **kwargs) -> Callable[[nn.Module, Tensor, Tensor], Tensor]:
+    """A local attribution function `(model, inputs, target) -> Tensor` from a registry name, an attribkit or Captum
+    attribution class, an object of one, its bound `.attribute`, or a callable `(model, inputs, target, **kwargs)`."""
+    if isinstance(method, str): method = get_method(method)  # fails early on unknown names
+    owner = getattr(method, "__self__", None)
+    if inspect.ismethod(method) and method.__name__ == "attribute" and _is_attribution(owner): method = owner
+    if isinstance(method, type):
+        if not _is_attribution(method):
+            raise TypeError(f"`method` class {method.__name__} is neither an attribkit nor a Captum attribution; pass one, "
+                            f"a registry name ({', '.join(available_methods()[:4])}, ...) or a callable (model, inputs, target)")
+        init_kw, call_kw = _split_kwargs(method, kwargs)
+        return lambda model, inputs, target=None: _run(method(check_model(model), **init_kw), model, inputs, target, call_kw)
+    if _is_attribution(method):
+        def local(model, inputs, target=None):
+            bound = method.model if isinstance(method, Attribution) else method.forward_func
+            if bound is not model:
+                raise ValueError(f"`method` is a {type(method).__name__} object built for another model than the `model` "
+                                 f"it is asked to explain; pass the class `{type(method).__name__}` to build one per model")
+            return _run(method, model, inputs, target, kwargs)
+        return local
+    if not callable(method):
+        raise TypeError(f"`method` must be a registry name, an attribution class or object, its `.attribute`, or a "
+                        f"callable (model, inputs, target) -> Tensor; got {type(method).__name__}")
+    try: inspect.signature(method).bind(None, None, None, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"a callable `method` is called as method(model, inputs, target{', **kwargs' if kwargs else ''}), "
+                        f"but {getattr(method, '__name__', type(method).__name__)} cannot take that ({e}); wrap it, e.g. "
+                        f"`lambda model, inputs, target: ...`") from None
+    except ValueError: pass  # no signature to check (a builtin)
     def local(model, inputs, target=None):
-        return attribute(model, inputs, target, method=method, **kwargs)
+        check_call(model, inputs, target)
+        with model_scope(model): return _detach(method(model, inputs, target, **kwargs))
     return local
+
+def attribute(model: nn.Module, inputs: Tensor, target=None, method="saliency", **kwargs) -> Tensor:
+    "Attribute with any `method` that `as_local` takes; kwargs go to the constructor (where it names them) or the call."
+    return as_local(method, **kwargs)(model, inputs, target)
 
 # %% ../nbs/00_core.ipynb #1ad22283
 @register("random")

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.overrides import TorchFunctionMode
-from ..core import (Attribution, register, model_scope, target_grad, check_inputs, check_model,
+from ..core import (Attribution, register, model_scope, target_grad, check_inputs, check_model, check_call,
                             get_layer, predict_target, resolve_target)
 
 # %% auto #0
@@ -20,8 +20,7 @@ __all__ = ['LRP_COMPOSITES', 'GuidedBackprop', 'DeepLift', 'rule_epsilon', 'rule
 # %% ../../nbs/03b_attr_backprop.ipynb #41b7cc23
 def _prepare(model: nn.Module, inputs: Tensor, target, supported: tuple | None = None, method: str = ""):
     "Validate `inputs`, `model` (and its layers) and return the target (predicted class when None)."
-    check_inputs(inputs)
-    check_model(model, inputs)
+    check_call(model, inputs, target)  # inputs, device, output shape and target range, before the model runs
     if supported is not None: _leaf_check(model, supported, method)
     return predict_target(model, inputs) if target is None else target
 

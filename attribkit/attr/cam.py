@@ -8,7 +8,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from ..core import (Attribution, register, model_scope, check_inputs, check_model, check_output,
+from ..core import (Attribution, register, model_scope, check_inputs, check_model, check_output, check_call,
                             resolve_target, get_layer)
 
 # %% auto #0
@@ -78,7 +78,7 @@ class GradCAM(Attribution):
 
     def attribute(self, inputs: Tensor, target=None) -> Tensor:
         "Grad-CAM map of the target logit; (N,C,H,W) by default, (N,1,H,W) with channels='one'."
-        check_inputs(inputs, ndim=4); check_model(self.model, inputs)
+        check_call(self.model, inputs, target, ndim=4)
         with model_scope(self.model):
             _, recs, _ = layer_gradients(self.model, inputs, target, [self.layer])
         if len(recs) != 1:
@@ -115,7 +115,7 @@ def _bias_view(b: Tensor, module: nn.Module, z: Tensor) -> Tensor:
 
 def fullgrad_decompose(model: nn.Module, inputs: Tensor, target=None) -> tuple[Tensor, list[Tensor], Tensor]:
     "Full-gradient terms: x⊙∇f_k, the list of bias-gradients ∇_z f_k ⊙ b (one per biased layer call), and f_k(x)."
-    check_inputs(inputs); check_model(model, inputs)
+    check_call(model, inputs, target)
     with model_scope(model):
         layers = [m for m in model.modules() if effective_bias(m) is not None]
         biases = [effective_bias(m) for m in layers]

@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn, Tensor
-from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs,
+from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call,
                             check_model, check_positive_int, resolve_target, predict_target, auto_batch_size,
                             chunks, batched_forward, check_output)
 
@@ -20,9 +20,8 @@ __all__ = ['QUADRATURES', 'GradientMap', 'Saliency', 'InputXGradient', 'Gradient
 # %% ../../nbs/03a_attr_gradient.ipynb #37aa5051
 def _setup(model: nn.Module, inputs: Tensor, target) -> Tensor:
     "Validate model and inputs; return the target as a LongTensor (predicted class when `target` is None)."
-    check_inputs(inputs); check_model(model, inputs)
-    if target is None: return predict_target(model, inputs)
-    return resolve_target(target, len(inputs), None, inputs.device)
+    t = check_call(model, inputs, target)  # inputs, device, output shape and target range, before the model runs
+    return predict_target(model, inputs) if t is None else t
 
 def _baselines(baselines, inputs: Tensor, name: str = "baselines") -> Tensor:
     "Turn a scalar, tensor or callable baseline into a tensor of the inputs' shape, dtype and device."
@@ -56,7 +55,7 @@ def _bcast(v: Tensor, like: Tensor) -> Tensor:
 # %% ../../nbs/03a_attr_gradient.ipynb #69b2630e
 def _input_grad(model: nn.Module, inputs: Tensor, target) -> Tensor:
     "Validated $\\nabla_x f_k(x)$ inside a model scope, detached."
-    check_inputs(inputs); check_model(model, inputs)
+    check_call(model, inputs, target)
     with model_scope(model):
         return target_grad(model, inputs, target).detach()
 
@@ -139,8 +138,9 @@ class IntegratedGradients(Attribution):
     """Integrated Gradients (Sundararajan et al. 2017), batched over `n_steps × batch` rows.
 
     Quadrature `method` (alias `quadrature`; default "gausslegendre") in QUADRATURES.
-    Default `internal_batch_size`: `core.auto_batch_size` — min(cap, 1 GiB // (2 × activation bytes of one sample)),
-    cap 4096 rows on CUDA and 128 on CPU, so a default call needs at most about 1 GiB for activations."""
+    Default `internal_batch_size`: `core.auto_batch_size` — the rows whose activations fit the CPU cache, or on CUDA
+    whose forward+backward activations fit min(1 GiB, free memory / 4); at most 4096.
+    `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
     def __init__(self, model: nn.Module, n_steps: int = 50, method: str | None = None,
                  internal_batch_size: int | None = None, relu_inside: bool = False, quadrature: str | None = None):
         super().__init__(model)
@@ -204,7 +204,7 @@ class SmoothGrad(Attribution):
     """SmoothGrad (Smilkov et al. 2017): the mean of `base` attributions over `n_samples` noisy copies.
 
     Noise std = `noise_level` × (max − min) of each sample. Default `internal_batch_size`: `core.auto_batch_size`
-    (≤ 1 GiB of activations; cap 128 rows on CPU, 4096 on CUDA), divided by the base's `n_steps` if it has one."""
+    (activations within the CPU cache, or ≤ 1 GiB on CUDA), divided by the base's `n_steps` if it has one."""
     reduce = "mean"
     def __init__(self, model: nn.Module, base: str | type = "saliency", n_samples: int = 50, noise_level: float = 0.15,
                  internal_batch_size: int | None = None, **base_kw):

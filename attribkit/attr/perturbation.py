@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from ..core import (Attribution, register, model_scope, check_inputs, check_model, check_output,
+from ..core import (Attribution, register, model_scope, check_inputs, check_model, check_output, check_call,
                             check_positive_int, resolve_target, auto_batch_size, batched_forward, chunks)
 
 # %% auto #0
@@ -62,7 +62,7 @@ class RISE(Attribution):
                   generator: torch.Generator | None = None,  # CPU generator for the masks (overrides `seed`)
                   ) -> Tensor:
         "RISE saliency with the shape of `inputs` ((N,1,H,W) with channels='one')."
-        check_inputs(inputs, ndim=4); check_model(self.model, inputs)
+        check_call(self.model, inputs, target, ndim=4)
         if internal_batch_size is not None: internal_batch_size = check_positive_int(internal_batch_size, "internal_batch_size")
         if score not in ("softmax", "logit"): raise ValueError(f"`score` must be 'softmax' or 'logit', got {score!r}")
         if channels not in ("repeat", "one"): raise ValueError(f"`channels` must be 'repeat' or 'one', got {channels!r}")

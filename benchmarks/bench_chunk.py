@@ -1,0 +1,150 @@
+"""Is the automatic chunk size (`core.auto_batch_size`) fast on any model? IG(50) on CPU against the chunked lower bound.
+
+For each model shape below it starts `--repeats` (≥ 5) fresh Python processes. Each process
+
+  1. builds the model and a seeded batch, and the IG rows (`n_steps × batch`) once;
+  2. sweeps the lower bound — forward+backward of those pre-built rows and nothing else
+     (`bench_attribution.lower_bound_fn`) — over chunk sizes, keeping the fastest ("LB chunk");
+  3. times attribkit's default IG call (automatic chunk), the same call at the old automatic rule
+     (128 rows on CPU) and the lower bound at its best chunk, `--rounds` times each, round-robin, and reports the
+     ratios of medians. Odd processes time the variants in the reverse order.
+
+The table gives, per shape, the median and min–max over processes of auto/LB and old/LB.
+
+The shapes were fixed before the rule was tuned (wide_cnn and resnet18 then ran at 64×64; moved to 32×32 for time); the rule was tuned on `cifar_cnn` and `issue_cnn` only
+(`--curve` prints the lower bound's time per chunk size, the data the rule was chosen from).
+
+    python benchmarks/bench_chunk.py                 # 5 shapes × 5 processes, 16 images, 2 threads
+    python benchmarks/bench_chunk.py --quick         # 4 images, one timed sweep run per candidate, no old(128) column
+    python benchmarks/bench_chunk.py --curve         # LB time per chunk size (one process per shape)
+"""
+from __future__ import annotations
+import argparse, json, os, statistics, subprocess, sys, time
+from pathlib import Path
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_attribution import cifar_cnn, lower_bound_fn, resnet18, timed  # noqa: E402
+from bench_dga import small_cnn  # noqa: E402
+
+
+def mlp() -> nn.Module:
+    "A 3-layer MLP on flattened 3×32×32 images (matmul-bound, tiny activations)."
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                         nn.Linear(1024, 10))
+
+
+def wide_cnn() -> nn.Module:
+    "A VGG-like CNN with 64/128/256 channels (large activations per row)."
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 10))
+
+
+# name: (constructor, one image's shape, tuned on it?) — fixed before tuning
+SHAPES = {
+    "cifar_cnn": (cifar_cnn, (3, 32, 32), True),     # bench_attribution's CNN, 16/32/64 channels with pooling
+    "issue_cnn": (small_cnn, (3, 32, 32), True),     # the issue's CNN: 32/32/64 channels (bench_dga.small_cnn)
+    "mlp": (mlp, (3, 32, 32), False),
+    "wide_cnn": (wide_cnn, (3, 32, 32), False),
+    "resnet18": (resnet18, (3, 32, 32), False),      # torchvision, random weights
+}
+CHUNKS = (8, 16, 32, 64, 128, 256, 512)
+
+
+def setup(name, batch, steps):
+    from attribkit.core import predict_target
+    make, shape, _ = SHAPES[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    for p in model.parameters(): p.requires_grad_(False)
+    x = torch.randn(batch, *shape, generator=torch.Generator().manual_seed(0))
+    t = predict_target(model, x)
+    rows = (torch.linspace(0, 1, steps).view(-1, *[1] * x.ndim) * x).reshape(steps * batch, *shape)
+    return model, x, t, rows, t.repeat(steps)
+
+
+def child(args):
+    "One fresh process: sweep the lower bound, then time auto / old / LB round-robin; print one JSON line."
+    from attribkit.core import auto_batch_size, activation_bytes
+    from attribkit.attr.gradient import IntegratedGradients
+    torch.set_num_threads(args.threads)
+    cpu = torch.device("cpu")
+    model, x, t, rows, trows = setup(args.child, args.batch, args.steps)
+    cands = [c for c in CHUNKS if c < len(rows)] + [len(rows)]
+    lb_t = {}
+    for c in cands:
+        fn = lower_bound_fn(model, rows, trows, c); fn()
+        lb_t[c] = min(timed(fn, cpu) for _ in range(1 if args.quick else 2))
+    if args.curve:
+        print(json.dumps({"name": args.child, "act_kib": activation_bytes(model, x) / 1024, "curve": lb_t})); return
+    best = min(lb_t, key=lb_t.get)
+    ig = lambda ibs=None: (lambda: IntegratedGradients(model, n_steps=args.steps, internal_batch_size=ibs).attribute(x, t))
+    variants = {"auto": ig(), "lb": lower_bound_fn(model, rows, trows, best)}
+    if not args.quick: variants["old"] = ig(128)
+    order = list(variants) if args.order == 0 else list(reversed(variants))
+    times = {k: [] for k in variants}
+    for k in order: variants[k]()  # warm-up
+    for _ in range(args.rounds):
+        for k in order: times[k].append(timed(variants[k], cpu))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(json.dumps({"name": args.child, "order": order, "auto_rows": auto_batch_size(model, x), "lb_rows": best,
+                      "act_kib": activation_bytes(model, x) / 1024, **{f"{k}_s": v for k, v in med.items()}}))
+
+
+def spawn(name, order, args, curve=False):
+    cmd = [sys.executable, __file__, "--child", name, "--order", str(order), "--threads", str(args.threads),
+           "--batch", str(args.batch), "--steps", str(args.steps), "--rounds", str(args.rounds)]
+    if args.quick: cmd.append("--quick")
+    if curve: cmd.append("--curve")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    print(f"  process: {json.dumps(r)}", file=sys.stderr, flush=True)  # each fresh process's numbers as they come
+    return r
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5, help="fresh processes per shape (>= 5)")
+    ap.add_argument("--rounds", type=int, default=3, help="timed calls per variant inside one process (median)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--only", nargs="*", default=None, help=f"shapes: {' '.join(SHAPES)}")
+    ap.add_argument("--quick", action="store_true",
+                    help="4 images (200 rows), one timed sweep run per chunk candidate, no old-rule column")
+    ap.add_argument("--curve", action="store_true", help="print the lower bound's time per chunk size and exit")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--order", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.quick: args.batch, args.steps = min(args.batch, 4), min(args.steps, 50)
+    if args.child: return child(args)
+    if args.repeats < 5: ap.error("--repeats must be >= 5 (min–max over at least five fresh processes)")
+    names = [n for n in SHAPES if not args.only or n in args.only]
+    print(f"IG({args.steps}) on {args.batch} images, CPU, threads={args.threads}, torch={torch.__version__}, "
+          f"load average at start {os.getloadavg()[0]:.2f}")
+    if args.curve:
+        for n in names:
+            r = spawn(n, 0, args, curve=True)
+            print(f"{n:<13} act {r['act_kib']:8.0f} KiB/row  " + "  ".join(f"{c}:{s:.3f}" for c, s in r["curve"].items()), flush=True)
+        return
+    t0 = time.perf_counter()
+    print(f"{'shape':<13}{'tuned':>6}{'KiB/row':>9}{'auto':>6}{'LBbest':>8}{'auto s':>8}{'LB s':>7}"
+          f"{'auto/LB median [min–max]':>27}{'old(128)/LB median [min–max]':>31}")
+    for n in names:
+        rs = [spawn(n, i % 2, args) for i in range(args.repeats)]
+        a = [r["auto_s"] / r["lb_s"] for r in rs]; o = [r["old_s"] / r["lb_s"] for r in rs if "old_s" in r] or [float("nan")]
+        lbrows = sorted({r["lb_rows"] for r in rs})
+        print(f"{n:<13}{'yes' if SHAPES[n][2] else 'no':>6}{rs[0]['act_kib']:>9.0f}{rs[0]['auto_rows']:>6}"
+              f"{'/'.join(map(str, lbrows)):>8}{statistics.median(r['auto_s'] for r in rs):>8.3f}"
+              f"{statistics.median(r['lb_s'] for r in rs):>7.3f}"
+              f"{statistics.median(a):>11.2f} [{min(a):.2f}–{max(a):.2f}]{'':>4}"
+              f"{statistics.median(o):>11.2f} [{min(o):.2f}–{max(o):.2f}]", flush=True)
+    print(f"total {time.perf_counter() - t0:.0f} s, load average at end {os.getloadavg()[0]:.2f}; "
+          f"{args.repeats} fresh processes per shape, order alternated; LBbest = the chunk(s) the lower bound chose.")
+
+
+if __name__ == "__main__":
+    main()
