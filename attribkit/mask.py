@@ -129,7 +129,7 @@ def brew_matrix(model: nn.Module, inputs: Tensor) -> Tensor:
         return torch.stack([target_grad(m, inputs, c) for c in range(k)], 1)
 
 # %% ../nbs/10_mask.ipynb #88acdad1
-CPU_SETUP = dict(n_train=6000, n_test=2000, width=16, epochs=2, lr=3e-3, batch_size=128)
+CPU_SETUP = dict(n_train=3000, n_test=1000, width=16, epochs=2, lr=3e-3, batch_size=64)
 
 def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset: str = "cifar10", seed: int = 0,
               device="cpu", layer_bias: bool = False, bn_bias: bool = False, progress: bool = True):
