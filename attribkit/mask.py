@@ -28,6 +28,10 @@ def rescale_to_norm(z: Tensor, ref: Tensor) -> Tensor:
     scale = torch.where(nz > 0, nr / nz.clamp_min(torch.finfo(z.dtype).tiny), torch.zeros_like(nz))
     return z * scale.view(-1, *[1] * (z.ndim - 1))
 
+def _local(method, seed: int = 0):
+    "A local attribution function; 'random' draws a fresh field at every call from one generator seeded by `seed`."
+    return as_local("random", generator=torch.Generator().manual_seed(seed)) if isinstance(method, str) and method == "random" else as_local(method)
+
 def attribution_mask(model: nn.Module, inputs: Tensor, target=None, method: str | Callable = "gxsi", iterations: int = 3,
                      return_all: bool = False, rescale: bool = False, seed: int = 0) -> Tensor:
     "Algorithm 1: the cumulative attribution mask m*_I (or all of m*_1..m*_I, stacked first, with `return_all`)."
@@ -59,9 +63,6 @@ def _hits(model, z, tap, labels) -> Tensor:
     out = tap.output if tap.output is not None else model(z)
     return (out.argmax(1) == labels).double().cpu()
 
-def _local(method, seed: int = 0):
-    "A local attribution function; 'random' draws a fresh field at every call from one generator seeded by `seed`."
-    return as_local("random", generator=torch.Generator().manual_seed(seed)) if isinstance(method, str) and method == "random" else as_local(method)
 
 def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 10,
                           target: str = "label", batch_size: int = 128, rescale: bool = False,
