@@ -14,8 +14,8 @@ from .core import (as_loader, as_local, atomic_save, check_inputs, check_model, 
 from .distributed import sharded_map
 
 # %% auto #0
-__all__ = ['rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias', 'brew_matrix',
-           'nib_setup', 'mia_curves']
+__all__ = ['CPU_SETUP', 'rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias',
+           'brew_matrix', 'nib_setup', 'mia_curves', 'unit_effects', 'grid_table']
 
 # %% ../nbs/10_mask.ipynb #6e850138
 def _minmax(a: Tensor) -> Tensor:
@@ -28,12 +28,16 @@ def rescale_to_norm(z: Tensor, ref: Tensor) -> Tensor:
     scale = torch.where(nz > 0, nr / nz.clamp_min(torch.finfo(z.dtype).tiny), torch.zeros_like(nz))
     return z * scale.view(-1, *[1] * (z.ndim - 1))
 
+def _local(method, seed: int = 0):
+    "A local attribution function; 'random' draws a fresh field at every call from one generator seeded by `seed`."
+    return as_local("random", generator=torch.Generator().manual_seed(seed)) if isinstance(method, str) and method == "random" else as_local(method)
+
 def attribution_mask(model: nn.Module, inputs: Tensor, target=None, method: str | Callable = "gxsi", iterations: int = 3,
-                     return_all: bool = False, rescale: bool = False) -> Tensor:
+                     return_all: bool = False, rescale: bool = False, seed: int = 0) -> Tensor:
     "Algorithm 1: the cumulative attribution mask m*_I (or all of m*_1..m*_I, stacked first, with `return_all`)."
     check_model(model, check_inputs(inputs))
     iterations = check_positive_int(iterations, "iterations")
-    local = as_local(method)
+    local = _local(method, seed)
     t = predict_target(model, inputs) if target is None else resolve_target(target, len(inputs), device=inputs.device)
     m_star, masks = torch.ones_like(inputs), []
     for _ in range(iterations):
@@ -55,24 +59,25 @@ class _OutputTap:
     def expect(self, z: Tensor): self.expected, self.output = z, None
 
 @torch.no_grad()
-def _correct(model, z, tap, labels):
+def _hits(model, z, tap, labels) -> Tensor:
     out = tap.output if tap.output is not None else model(z)
-    return (out.argmax(1) == labels).sum().item()
+    return (out.argmax(1) == labels).double().cpu()
+
 
 def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 10,
                           target: str = "label", batch_size: int = 128, rescale: bool = False,
-                          progress: bool = True) -> Tensor:
-    "MIA Q_0..Q_I (eq. 12) over `data` (loader, dataset or (x, y)); masks use the ground-truth label by default, as the paper."
+                          progress: bool = True, seed: int = 0, per_sample: bool = False) -> Tensor:
+    "MIA Q_0..Q_I (eq. 12) over `data`; label-targeted masks by default, as the paper; `per_sample` gives the (I+1, N) hits."
     if target not in ("label", "pred"): raise ValueError(f"`target` must be 'label' or 'pred', got {target!r}")
     iterations = check_positive_int(iterations, "iterations")
-    local = as_local(method)
+    local = _local(method, seed)
     with model_scope(model) as m:
         tap = _OutputTap(m); m.register_forward_hook(tap.hook)
-        def one(batch, b: int) -> Tensor:   # correct counts (I+1,) of one batch; batches are sharded over ranks
+        def one(batch, b: int) -> Tensor:   # hits (I+1, B) of one batch; batches are sharded over ranks
             x, y = batch[0], batch[1]
             check_model(m, check_inputs(x))
             y = y.to(x.device)
-            correct = torch.zeros(iterations + 1, dtype=torch.float64)
+            correct = torch.zeros(iterations + 1, len(x), dtype=torch.float64)
             m_star, z = torch.ones_like(x), x
             t = y if target == "label" else None
             for i in range(iterations):
@@ -80,27 +85,30 @@ def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi
                 tap.expect(zin)
                 if t is None: t = m(zin).argmax(1)  # "pred": the prediction on the clean input (captured too)
                 a = local(m, zin, t)
-                correct[i] += _correct(m, zin, tap, y)
+                correct[i] = _hits(m, zin, tap, y)
                 m_star = m_star * _minmax(a.detach())
                 z = x * m_star
             zin = rescale_to_norm(z, x) if rescale else z
             tap.expect(None)
-            correct[iterations] += _correct(m, zin, tap, y)
-            return torch.cat([correct, torch.tensor([float(len(x))], dtype=torch.float64)])
-        res = torch.stack(sharded_map(one, as_loader(data, batch_size), progress=progress, desc="MIA")).sum(0)
-    return (res[:-1] / res[-1]).float()
+            correct[iterations] = _hits(m, zin, tap, y)
+            return correct
+        res = torch.cat(sharded_map(one, as_loader(data, batch_size), progress=progress, desc="MIA"), 1)
+    return res.bool() if per_sample else res.mean(1).float()
 
 # %% ../nbs/10_mask.ipynb #98849da6
 def mask_dataset(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 3, batch_size: int = 128,
-                 cache: str | Path | None = None, progress: bool = True) -> torch.utils.data.TensorDataset:
-    "A TensorDataset of masked inputs z0⊙m*_I (label-targeted) and their labels, cached in the file `cache` if given."
+                 cache: str | Path | None = None, progress: bool = True, target: str = "label",
+                 seed: int = 0) -> torch.utils.data.TensorDataset:
+    "A TensorDataset of masked inputs z0⊙m*_I (label-targeted, or `target='pred'`) and their labels, cached in `cache` if given."
     from torch.utils.data import TensorDataset
     if cache is not None and Path(cache).exists():
         d = torch.load(cache, weights_only=True)
         return TensorDataset(d["x"], d["y"])
+    if target not in ("label", "pred"): raise ValueError(f"`target` must be 'label' or 'pred', got {target!r}")
     xs, ys = [], []
-    for x, y, *_ in tqdm(as_loader(data, batch_size), desc="masking", disable=not progress, leave=False):
-        xs.append(x * attribution_mask(model, x, y.to(x.device), method, iterations)); ys.append(y)
+    for b, (x, y, *_) in enumerate(tqdm(as_loader(data, batch_size), desc="masking", disable=not progress, leave=False)):
+        t = y.to(x.device) if target == "label" else None   # None: the model's prediction on the clean input
+        xs.append(x * attribution_mask(model, x, t, method, iterations, seed=seed * 100_003 + b)); ys.append(y)
     x, y = torch.cat(xs).detach().cpu(), torch.cat(ys).cpu()
     if cache is not None: atomic_save({"x": x, "y": y}, cache)
     return TensorDataset(x, y)
@@ -122,38 +130,69 @@ def brew_matrix(model: nn.Module, inputs: Tensor) -> Tensor:
         return torch.stack([target_grad(m, inputs, c) for c in range(k)], 1)
 
 # %% ../nbs/10_mask.ipynb #88acdad1
+CPU_SETUP = dict(n_train=3000, n_test=1000, width=16, epochs=2, lr=3e-3, batch_size=64)
+
 def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset: str = "cifar10", seed: int = 0,
               device="cpu", layer_bias: bool = False, bn_bias: bool = False, progress: bool = True):
     "A trained NIB VGG (`cfg`, optional Table-5 biases) and its DataSplits for a reproduction `scale` (see above)."
     from attribkit import data, models
     flags = dict(layer_bias=layer_bias, bn_bias=bn_bias)
-    use_cifar = scale == "paper" or (scale == "cpu" and data_root is not None and dataset in ("cifar10", "cifar100"))
     if scale not in ("smoke", "cpu", "paper"): raise ValueError(f"`scale` must be smoke, cpu or paper, got {scale!r}")
-    if use_cifar:
+    if scale == "cpu":
+        from torch.utils.data import TensorDataset
+        s = CPU_SETUP
+        full = data.fashion_mnist(data_root, size=32, channels=1)
+        head = lambda d, n: TensorDataset(*(t[:n] for t in d.tensors))
+        splits = full._replace(train=head(full.train, s["n_train"]), test=head(full.test, s["n_test"]))
+        config = dict(cfg=cfg, num_classes=10, in_channels=1, input_size=32, width=s["width"], dropout=0.0, init="kaiming",
+                      **flags)
+        recipe = dict(epochs=s["epochs"], lr=s["lr"], optimizer="adam", weight_decay=0.0, batch_size=s["batch_size"],
+                      schedule="cosine")
+        key = f"fashion_mnist-size32-ch1-norm-train{s['n_train']}"
+    elif scale == "paper":
         splits = getattr(data, dataset)(data_root, augment=True, stats="attribution_mask")
         epochs, ms = (70, (60,)) if dataset == "cifar10" else (175, (100, 150))
-        if scale == "cpu": epochs, ms = 15, (12,)
-        config = dict(cfg=cfg, num_classes=splits.num_classes, width=1 if scale == "paper" else 4, **flags)
+        config = dict(cfg=cfg, num_classes=splits.num_classes, width=1, **flags)
         recipe = dict(epochs=epochs, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352,
                       schedule="step", milestones=ms)
         key = f"{dataset}-attribution_mask-augment"
     else:
         splits = data.digits()
-        config = dict(models.DIGITS_NIB_CONFIG, cfg=cfg, width=16 if scale == "smoke" else 4, **flags)
-        recipe = (dict(models.DIGITS_NIB_RECIPE, epochs=8, lr=5e-3, batch_size=128) if scale == "smoke"
-                  else dict(models.DIGITS_NIB_RECIPE, epochs=2 * models.DIGITS_NIB_RECIPE["epochs"]))
+        config = dict(models.DIGITS_NIB_CONFIG, cfg=cfg, width=16, **flags)
+        recipe = dict(models.DIGITS_NIB_RECIPE, epochs=8, lr=5e-3, batch_size=128)
         key = "digits-size32-ch3-norm-seed0"
     model, _ = models.train_cached(models.nib_vgg, config, splits.train, key, recipe, seed=seed, device=device,
                                    progress=progress)
     return model.to(device).eval(), splits
 
 def mia_curves(model: nn.Module, data, methods: dict, iterations: int = 10, batch_size: int = 128,
-               rescale: bool = False, seed: int = 0, progress: bool = True) -> dict[str, list[float]]:
-    "Q_0..Q_I per method (name → registry name, callable, or (name, kwargs)); 'random' gets fresh seeded draws each iteration."
+               rescale: bool = False, seed: int = 0, progress: bool = True, target: str = "label",
+               per_sample: bool = False) -> dict:
+    "Q_0..Q_I per method (name → registry name, callable, or (name, kwargs)); 'random' draws a fresh field every iteration; `per_sample`: (I+1, N) hits."
     out = {}
     for name, method in tqdm(methods.items(), desc="methods", disable=not progress):
-        if method == "random": method = as_local("random", generator=torch.Generator().manual_seed(seed))
-        elif isinstance(method, tuple): method = as_local(method[0], **method[1])
-        out[name] = masked_input_accuracy(model, data, method, iterations, batch_size=batch_size, rescale=rescale,
-                                          progress=False).tolist()
+        if isinstance(method, tuple): method = as_local(method[0], **method[1])
+        q = masked_input_accuracy(model, data, method, iterations, target=target, batch_size=batch_size, rescale=rescale,
+                                  progress=False, seed=seed, per_sample=per_sample)
+        out[name] = q if per_sample else q.tolist()
     return out
+
+def unit_effects(per_seed: list) -> tuple:
+    "Effects for `claims.claim` from per-seed vectors of per-image effects: per-seed means (units 'seeds') when ≥ 3 seeds, else the images of all seeds (units 'images')."
+    import numpy as np
+    v = [np.asarray(e.detach().cpu() if hasattr(e, "detach") else e, dtype=np.float64).ravel() for e in per_seed]
+    if len(v) >= 3: return np.array([e.mean() for e in v]), "seeds"
+    return np.concatenate(v), "images"
+
+def grid_table(measured: dict, paper: dict, cols, title: str = "", decimals: int = 1, col: str = "i = {}") -> str:
+    "A markdown table shaped like the paper's: a row per method/model, a column per iteration; cells 'measured ± se (paper)'."
+    def fmt(v):
+        if v is None: return "—"
+        if isinstance(v, dict):
+            return f"{v['mean']:.{decimals}f}" + (f" ± {v['se']:.{decimals}f}" if v.get("n", 1) > 1 else "")
+        return f"{v:.{decimals}f}"
+    rows = [f"| {r} | " + " | ".join(fmt(vals.get(k)) + (f" ({fmt(paper[r][k])})" if r in paper and paper[r].get(k) is not None else "")
+                                     for k in cols) + " |" for r, vals in measured.items()]
+    head = ([f"**{title}**", ""] if title else []) + ["| | " + " | ".join(col.format(k) for k in cols) + " |",
+                                                     "|---|" + "---:|" * len(cols)]
+    return "\n".join(head + rows)

@@ -113,3 +113,25 @@ def test_nan_inputs_rejected():
     x[0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         attribution_mask(m, x, y, "gxsi", 1)
+
+
+def test_random_control_draws_a_fresh_field_every_iteration():
+    "The random control's m*_2 / m*_1 is a new field, not m*_1 again (one seeded field reused would give m*_1²)."
+    m, (x, y) = nib(), data()
+    ms = attribution_mask(m, x, y, "random", iterations=2, return_all=True)
+    assert not torch.allclose(ms[1], ms[0] ** 2)
+    q = masked_input_accuracy(m, (x, y), "random", 3, progress=False, seed=1)
+    assert torch.equal(q, masked_input_accuracy(m, (x, y), "random", 3, progress=False, seed=1))
+
+
+def test_per_sample_hits_average_to_mia():
+    m, (x, y) = nib(), data(10)
+    hits = masked_input_accuracy(m, (x, y), "gxsi", 3, batch_size=4, progress=False, per_sample=True)
+    assert hits.shape == (4, 10) and hits.dtype == torch.bool
+    torch.testing.assert_close(hits.float().mean(1), masked_input_accuracy(m, (x, y), "gxsi", 3, batch_size=4, progress=False))
+
+
+def test_prediction_targeted_mia_starts_at_clean_accuracy():
+    m, (x, y) = nib(), data()
+    q = masked_input_accuracy(m, (x, y), "gxsi", 2, target="pred", progress=False)
+    assert abs(float(q[0]) - float((m(x).argmax(1) == y).double().mean())) < 1e-6
