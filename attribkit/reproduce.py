@@ -9,7 +9,7 @@ import os, shutil, sys, time
 from pathlib import Path
 from typing import Sequence
 from .core import atomic_write
-from .results import SCALES, figure_path, load_results, save_results, show_table   # the repro notebooks import these from here
+from .results import SCALES, load_results
 from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
 
 # %% auto #0
