@@ -134,11 +134,10 @@ def flip_scores(model: nn.Module, inputs: Tensor, attributions: Tensor, target=N
     return {f"{order}_{score}": curves[order][score].auc for score in ("prob", "logit") for order in ("lerf", "morf")}
 
 def paired_difference(a: Tensor, b: Tensor) -> dict:
-    "Mean of the per-item differences a − b, their standard error and n, as {'mean', 'std', 'n'} (std = the SE)."
-    d = (a - b).double().flatten()
-    n = d.numel()
-    se = float(d.std(unbiased=True) / n ** 0.5) if n > 1 else 0.0
-    return {"mean": float(d.mean()), "std": se, "n": int(n)}
+    "Mean of the per-item differences a − b, their standard error and n, as {'mean', 'std', 'n'} (std = the SE; `claims.mean_se`)."
+    from attribkit.claims import mean_se, paired
+    m = mean_se(paired(a, b))
+    return {"mean": m["mean"], "std": m["se"], "n": m["n"]}
 
 # %% ../nbs/11_dga.ipynb #b2e2f718
 SMOKE_MODELS = {"VGG-16": ("vgg16_bn_cifar", dict(num_classes=5, width=16)),
