@@ -7,11 +7,12 @@ from __future__ import annotations
 import datetime as _dt, json, math, numbers, os, platform
 from pathlib import Path
 from .core import atomic_write
-from .claims import CLAIM_KEYS, VERDICTS, verdict
+from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, fmt_claim, verdict
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
-           'figure_path', 'fmt_value', 'table', 'show_table']
+           'figure_path', 'fmt_value', 'table', 'show_table', 'paper_table', 'show_paper_table', 'show_claims',
+           'save_figure']
 
 # %% ../nbs/20a_results.ipynb #95024a68
 SCHEMA_VERSION = 2
@@ -157,3 +158,55 @@ def show_table(measured: dict, paper: dict, digits: int = 4, title: str | None =
     "`table` as an IPython `Markdown` object, rendered as a table in notebooks and in the HTML report."
     from IPython.display import Markdown
     return Markdown(table(measured, paper, digits, title, decimals))
+
+# %% ../nbs/20a_results.ipynb #9a5ef5f0
+def _cell(v, decimals: int) -> str:
+    if v is None: return "—"
+    if isinstance(v, dict):
+        se = v.get("se", v.get("std"))
+        return f"{v['mean']:.{decimals}f}" + (f" ± {se:.{decimals}f}" if se is not None and v.get("n", 2) > 1 else "")
+    if isinstance(v, str): return v
+    return f"{float(v):.{decimals}f}"
+
+def paper_table(measured: dict, paper: dict | None = None, cols=None, title: str = "", decimals: int = 1,
+                col: str = "{}", corner: str = "") -> str:
+    "Markdown table shaped like the paper's: a row per key of `measured` (then rows only the paper has), a column per `cols` (default: all column keys seen); each cell `ours ± se (paper)` to `decimals` places."
+    paper = paper or {}
+    for name, d in (("measured", measured), ("paper", paper)):
+        if not isinstance(d, dict) or any(not isinstance(r, dict) for r in d.values()):
+            raise TypeError(f"`{name}` must be {{row: {{column: value}}}}, got {type(d).__name__} with rows "
+                            f"{sorted({type(r).__name__ for r in d.values()}) if isinstance(d, dict) else '?'}")
+    rows = list(measured) + [r for r in paper if r not in measured]
+    if cols is None: cols = list(dict.fromkeys(k for r in rows for k in {**paper.get(r, {}), **measured.get(r, {})}))
+    def cell(r, k):
+        ours, ref = measured.get(r, {}).get(k), paper.get(r, {}).get(k)
+        return _cell(ours, decimals) + (f" ({_cell(ref, decimals)})" if ref is not None else "")
+    head = ([f"**{title}**", ""] if title else []) + [f"| {corner} | " + " | ".join(col.format(k) for k in cols) + " |",
+                                                     "|---|" + "---:|" * len(cols)]
+    note = ["", "Cells: ours ± standard error (paper's value)."] if paper else []
+    return "\n".join(head + [f"| {r} | " + " | ".join(cell(r, k) for k in cols) + " |" for r in rows] + note)
+
+def show_paper_table(measured: dict, paper: dict | None = None, cols=None, title: str = "", decimals: int = 1,
+                     col: str = "{}", corner: str = ""):
+    "`paper_table` as an IPython `Markdown` object."
+    from IPython.display import Markdown
+    return Markdown(paper_table(measured, paper, cols, title, decimals, col, corner))
+
+# %% ../nbs/20a_results.ipynb #5ce26f26
+def show_claims(claims: list, digits: int = 3):
+    "The claims as a markdown list (verdict · claim · effect ± se (n)) followed by the verdict counts, as an IPython `Markdown` object."
+    from IPython.display import Markdown
+    counts = count_verdicts(claims)
+    lines = [f"- {fmt_claim(c, digits)}" for c in claims] or ["- (no claims)"]
+    return Markdown("\n".join(lines + ["", "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items())]))
+
+def save_figure(fig, name: str, folder=None, dpi: int = 110) -> Path:
+    "Write `fig` to `figure_path(name, folder)` atomically (a temporary file in the same folder, then a rename); return the path. The figure stays open, so Jupyter still shows it inline."
+    path = figure_path(name, folder)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    try:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists(): tmp.unlink()
+    return path
