@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #c791911e
 from __future__ import annotations
-import contextlib, inspect, itertools, math, os, random, sys, threading, uuid, warnings, weakref
+import contextlib, inspect, itertools, math, os, random, sys, threading, time, uuid, warnings, weakref
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 import numpy as np
@@ -14,9 +14,10 @@ from torch import nn, Tensor
 # %% auto #0
 __all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
            'warn_once_per_call', 'check_call', 'get_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
-           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'as_loader', 'per_channel_minmax',
-           'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution',
-           'register', 'available_methods', 'get_method', 'as_local', 'attribute', 'RandomAttribution']
+           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks', 'tuned_batch_size',
+           'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write',
+           'atomic_save', 'Attribution', 'register', 'available_methods', 'get_method', 'as_local', 'attribute',
+           'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -256,6 +257,50 @@ def batched_target_grad(model: nn.Module, rows: Tensor, target: Tensor, internal
 def batched_forward(model: nn.Module, rows: Tensor, internal_batch_size: int) -> Tensor:
     "Model outputs for many rows without gradients, in chunks of `internal_batch_size`."
     return torch.cat([model(rows[s]) for s in chunks(len(rows), internal_batch_size)])
+
+# %% ../nbs/00_core.ipynb #706dd999
+_TUNED: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+_MARGIN = 0.05   # a size must be ≥ 5 % faster per row to count as better
+
+def _tune_key(sample: Tensor, grad: bool) -> tuple:
+    return tuple(sample.shape[1:]), sample.dtype, sample.device.type, torch.get_num_threads(), grad
+
+def _advance(st: dict, cap: int) -> None:
+    "After timing `st['size']`: keep going the way the time per row falls, try ÷2 once if the first ×2 was slower, else settle on the fastest."
+    s, prev, t = st["size"], st["prev"], st["times"]
+    st["prev"] = s
+    if prev is None: nxt = 2 * s
+    elif t[s] < t[prev] * (1 - _MARGIN): nxt = 2 * s if s > prev else s // 2
+    elif s > prev == st["start"]: nxt, st["prev"] = prev // 2, prev
+    else: nxt = None
+    if nxt is None or not 1 <= nxt <= cap or nxt in t: st["size"], st["done"] = min(t, key=t.get), True
+    else: st["size"] = nxt
+
+def tuned_chunks(n: int, model: nn.Module, sample: Tensor, internal_batch_size: int | None = None, grad: bool = True,
+                 cap: int = 4096) -> Iterator[slice]:
+    "Slices covering range(n): `internal_batch_size` rows if given; on CUDA `auto_batch_size`; on CPU a size tuned on the model by timing these chunks (see above)."
+    if internal_batch_size is not None: yield from chunks(n, check_positive_int(internal_batch_size, "internal_batch_size")); return
+    if sample.is_cuda: yield from chunks(n, auto_batch_size(model, sample, cap=cap)); return
+    per_model = _TUNED.setdefault(model, {})
+    key = _tune_key(sample, grad)
+    if key not in per_model:
+        start = auto_batch_size(model, sample, cap=cap)
+        per_model[key] = {"start": start, "size": start, "prev": None, "times": {}, "warm": False, "done": False}
+    st, pos = per_model[key], 0
+    while pos < n:
+        size = min(st["size"], n - pos)
+        t0 = time.perf_counter()
+        yield slice(pos, pos + size)
+        dt, pos = time.perf_counter() - t0, pos + size
+        if st["done"] or size < st["size"]: continue          # settled, or a remainder chunk (not comparable)
+        if not st["warm"]: st["warm"] = True; continue        # the first chunk pays one-time costs: not timed
+        st["times"][size] = dt / size
+        _advance(st, cap)
+
+def tuned_batch_size(model: nn.Module, sample: Tensor, grad: bool = True) -> int | None:
+    "The chunk size `tuned_chunks` settled on for `model` and rows shaped like `sample` (None while it is still exploring)."
+    st = _TUNED.get(model, {}).get(_tune_key(sample, grad))
+    return st["size"] if st and st["done"] else None
 
 # %% ../nbs/00_core.ipynb #a677012d
 def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:

@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn, Tensor
-from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call,
+from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call, tuned_chunks,
                             check_model, check_positive_int, resolve_target, predict_target, auto_batch_size,
                             chunks, batched_forward, check_output)
 
@@ -161,21 +161,26 @@ class IntegratedGradients(Attribution):
             t = _setup(model, inputs, target)
             x = inputs.detach()
             b = _baselines(baselines, x)
-            alphas, w = (v.to(device=x.device, dtype=x.dtype) for v in quadrature_points(n_steps, quad))
-            ibs = _ibs(model, x, ibs)
+            alphas, w = quadrature_points(n_steps, quad)
             n = len(x); diff = x - b
-            rows = (b.unsqueeze(0) + _bcast(alphas, x.unsqueeze(0)) * diff.unsqueeze(0)).reshape(n_steps * n, *x.shape[1:])
-            t_rows, w_rows, idx = t.repeat(n_steps), w.repeat_interleave(n), torch.arange(n, device=x.device).repeat(n_steps)
-            total = torch.zeros_like(x)
-            for s in chunks(len(rows), ibs):
-                g = target_grad(model, rows[s], t_rows[s])
-                c = (g * diff[idx[s]]).clamp_min(0) if relu_inside else g
-                total.index_add_(0, idx[s], _bcast(w_rows[s], c) * c)
+            rows = (b.unsqueeze(0) + _bcast(alphas.to(device=x.device, dtype=x.dtype), x.unsqueeze(0)) * diff.unsqueeze(0)
+                    ).reshape(n_steps * n, *x.shape[1:])
+            t_rows, total = t.repeat(n_steps), torch.zeros_like(x)
+            for s in tuned_chunks(len(rows), model, x, ibs):
+                _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w.tolist(), diff if relu_inside else None)
             attr = (total if relu_inside else total * diff).detach()
             if not return_convergence_delta: return attr
-            out = check_output(batched_forward(model, torch.cat([x, b]), ibs), 2 * n)
+            out = check_output(batched_forward(model, torch.cat([x, b]), _ibs(model, x, ibs)), 2 * n)
             f = out.gather(1, torch.cat([t, t])[:, None])[:, 0]
             return attr, (attr.flatten(1).sum(1) - (f[:n] - f[n:])).detach()
+
+def _add_steps(total: Tensor, g: Tensor, s: slice, n: int, w: list, diff: Tensor | None = None) -> None:
+    "Add Σ_k w_k g_k over the rows `s` of the step-major (steps × n) layout into `total` (ReLU(g ⊙ diff) with `diff`): one in-place pass per step, no gather."
+    for k in range(s.start // n, (s.stop - 1) // n + 1):
+        lo, hi = max(s.start, k * n), min(s.stop, (k + 1) * n)
+        seg = g[lo - s.start:hi - s.start]
+        if diff is not None: seg = (seg * diff[lo - k * n:hi - k * n]).clamp_min(0)
+        total[lo - k * n:hi - k * n].add_(seg, alpha=w[k])
 
 def _pick_quadrature(method: str | None, quadrature: str | None, default: str) -> str:
     "Reconcile Captum's `method` keyword with its alias `quadrature`."
@@ -231,17 +236,15 @@ class SmoothGrad(Attribution):
         with model_scope(model):
             t = _setup(model, inputs, target)
             x = inputs.detach(); n = len(x)
-            ibs = _ibs(model, x, ibs)
             steps = getattr(base, "n_steps", None)
-            if ibs is not None and isinstance(steps, int) and internal_batch_size is None and self.internal_batch_size is None:
-                ibs = max(1, ibs // steps)
+            if ibs is None and isinstance(steps, int): ibs = max(1, _ibs(model, x, None) // steps)   # base runs steps rows per row
             flat = x.flatten(1)
             sigma = level * (flat.amax(1) - flat.amin(1))
             rows = torch.randn((n_samples, *x.shape), generator=gen, dtype=x.dtype,
                                device=gen.device if gen is not None else x.device).to(x.device)
             rows = rows.mul_(_bcast(sigma, x).unsqueeze(0)).add_(x.unsqueeze(0)).reshape(n_samples * n, *x.shape[1:])
             t_rows = t.repeat(n_samples)
-            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in chunks(len(rows), ibs)])
+            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in tuned_chunks(len(rows), model, x, ibs)])
             attrs = attrs.view(n_samples, *x.shape)
             return (attrs.mean(0) if self.reduce == "mean" else attrs.var(0, unbiased=False)).detach()
 
