@@ -11,7 +11,7 @@ from attribkit.attr.gradient import (Saliency, InputXGradient, GradientXSign, Po
 captum_attr = pytest.importorskip("captum.attr")
 
 
-from conftest import make_cnn, make_inputs
+from conftest import make_cnn, make_inputs, make_linear
 def relu_cnn(bias=True, seed=0): return make_cnn(2, 3, 6, 4, pool="max", bias=bias, seed=seed)
 def smooth_cnn(seed=0): return make_cnn(2, 3, 6, 4, pool="avg", act=nn.Softplus, seed=seed)
 def data(n=3, seed=1): return make_inputs(n, 2, 6, seed=seed), torch.tensor([0, 3, 1, 2, 0][:n])
@@ -55,7 +55,7 @@ def test_ig_trapezoid_weights_sum_to_one_unlike_captum():
     a, w = quadrature_points(10, "riemann_trapezoid")
     assert math.isclose(w.sum().item(), 1.0) and a[0] == 0 and a[-1] == 1
     # on a linear model IG is exact for weights summing to 1
-    lin = nn.Sequential(nn.Flatten(), nn.Linear(72, 4)).double()
+    lin = make_linear(4, 72, bias=True)
     x, y = data()
     ours = IntegratedGradients(lin, n_steps=10, quadrature="riemann_trapezoid").attribute(x, y)
     close(ours, InputXGradient(lin).attribute(x, y), atol=1e-12, rtol=0)
@@ -74,7 +74,7 @@ def test_smoothgrad_noise_zero_matches_noisetunnel_stdev_zero():
 
 def test_smoothgrad_noise_scale_relative_to_range():
     "With a linear model, SmoothGrad(gxi) = x⊙w + E[ε]⊙w: the empirical noise std must be level·(max−min)."
-    lin = nn.Sequential(nn.Flatten(), nn.Linear(72, 4, bias=False)).double()
+    lin = make_linear(4, 72)
     with torch.no_grad(): lin[1].weight.fill_(1.0)
     x, y = data(2)
     x[1] *= 10
