@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['higher_is_better']
 
-# %% ../../nbs/04_metrics.ipynb #c2b2c0fe
+# %% ../../nbs/04_metrics.ipynb #6609cd8a
 from .base import Metric, METRICS, register_metric, Scores
 from .perturbation import *
 from .localisation import *
