@@ -12,12 +12,12 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
-           'warn_once_per_call', 'check_call', 'get_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
-           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks', 'tuned_batch_size',
-           'as_loader', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write',
-           'atomic_save', 'Attribution', 'register', 'available_methods', 'get_method', 'as_local', 'attribute',
-           'RandomAttribution']
+__all__ = ['get_layer', 'check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target',
+           'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad', 'activation_bytes',
+           'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks',
+           'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything',
+           'resolve_device', 'atomic_write', 'atomic_save', 'Attribution', 'register', 'available_methods',
+           'get_method', 'as_local', 'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -189,18 +189,25 @@ def check_call(model: nn.Module, inputs: Tensor, target=None, ndim: int | None =
     return None if target is None else resolve_target(target, len(inputs), k, inputs.device)
 
 # %% ../nbs/00_core.ipynb #25615d16
-def get_layer(model: nn.Module, layer: str | nn.Module) -> nn.Module:
-    "The submodule `layer` of `model` (a module or a dotted name); an unknown name lists the closest ones."
+def find_layer(model: nn.Module, layer: nn.Module | str | None = None) -> nn.Module:
+    "The submodule `layer` of `model` (a module or a dotted name; None = the last nn.Conv2d); an unknown name lists the closest ones."
     import difflib
+    if layer is None:
+        convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+        if not convs: raise ValueError("`layer` is None but the model has no nn.Conv2d; pass a layer (module or dotted name)")
+        return convs[-1]
     if isinstance(layer, nn.Module):
         if not any(m is layer for m in model.modules()): raise ValueError("`layer` is not a submodule of `model`")
         return layer
-    if not isinstance(layer, str): raise TypeError(f"`layer` must be a module or a dotted name, got {type(layer).__name__}")
+    if not isinstance(layer, str):
+        raise TypeError(f"`layer` must be an nn.Module, a dotted name or None, got {type(layer).__name__}")
     names = dict(model.named_modules())
     if layer not in names or layer == "":
         close = difflib.get_close_matches(str(layer), [n for n in names if n], n=5, cutoff=0.3)
         raise ValueError(f"`layer` {layer!r} not found in the model; closest names: {close}")
     return names[layer]
+
+get_layer = find_layer  # temporary alias: attribkit.distill (nbs/13_distill.ipynb) still calls get_layer; remove after it moves
 
 # %% ../nbs/00_core.ipynb #72e67e35
 def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = False,
@@ -313,12 +320,17 @@ def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:
     return DataLoader(data, batch_size=check_positive_int(batch_size, "batch_size"), shuffle=False)
 
 # %% ../nbs/00_core.ipynb #9f84b940
-def per_channel_minmax(a: Tensor) -> Tensor:
-    "Min-max normalise each (sample, channel) over the remaining dims; a constant channel gives 0."
-    flat = a.flatten(2)
-    lo, hi = flat.min(2, keepdim=True).values, flat.max(2, keepdim=True).values
+def minmax(a: Tensor, start_dim: int = 1) -> Tensor:
+    "Min-max normalise `a` to [0, 1] over the dims from `start_dim` on, per index of the leading dims; a constant slice gives 0."
+    if not 1 <= start_dim < a.ndim: raise ValueError(f"`start_dim` must lie in [1, {a.ndim - 1}] for shape {tuple(a.shape)}, got {start_dim}")
+    flat = a.flatten(start_dim)
+    lo, hi = flat.min(-1, keepdim=True).values, flat.max(-1, keepdim=True).values
     rng = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     return ((flat - lo) / rng).view_as(a)
+
+def per_channel_minmax(a: Tensor) -> Tensor:
+    "Min-max normalise each (sample, channel) over the remaining dims (`minmax(a, start_dim=2)`); a constant channel gives 0."
+    return minmax(a, start_dim=2)
 
 def batch_quantile(x: Tensor, q: float) -> Tensor:
     "Per-sample q-quantile over all non-batch elements (linear interpolation), shape (N,)."

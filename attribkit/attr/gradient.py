@@ -116,20 +116,24 @@ class PositiveInputXGradient(GradientMap):
 # %% ../../nbs/03a_attr_gradient.ipynb #1b02c5e5
 QUADRATURES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid", "gausslegendre")
 
-def quadrature_points(n_steps: int, method: str = "gausslegendre") -> tuple[Tensor, Tensor]:
+def _check_quadrature(quadrature) -> str:
+    if quadrature not in QUADRATURES:
+        raise ValueError(f"unknown `quadrature` {quadrature!r}; choose one of {', '.join(QUADRATURES)}")
+    return quadrature
+
+def quadrature_points(n_steps: int, quadrature: str = "gausslegendre") -> tuple[Tensor, Tensor]:
     "Nodes α_j in [0, 1] and weights w_j (summing to 1) of an `n_steps`-point rule, float64."
     n = check_positive_int(n_steps, "n_steps")
-    if method not in QUADRATURES:
-        raise ValueError(f"unknown quadrature `method` {method!r}; choose one of {', '.join(QUADRATURES)}")
-    if method == "gausslegendre":
+    _check_quadrature(quadrature)
+    if quadrature == "gausslegendre":
         nodes, weights = np.polynomial.legendre.leggauss(n)
         return torch.from_numpy(0.5 * (1 + nodes)), torch.from_numpy(0.5 * weights)
-    if method == "riemann_trapezoid":
+    if quadrature == "riemann_trapezoid":
         if n < 2: raise ValueError(f"`n_steps` must be >= 2 for riemann_trapezoid, got {n}")
         w = torch.full((n,), 1.0 / (n - 1), dtype=torch.float64); w[[0, -1]] /= 2
         return torch.linspace(0, 1, n, dtype=torch.float64), w
     j = torch.arange(n, dtype=torch.float64)
-    a = {"riemann_left": j / n, "riemann_right": (j + 1) / n, "riemann_middle": (j + 0.5) / n}[method]
+    a = {"riemann_left": j / n, "riemann_right": (j + 1) / n, "riemann_middle": (j + 0.5) / n}[quadrature]
     return a, torch.full((n,), 1.0 / n, dtype=torch.float64)
 
 # %% ../../nbs/03a_attr_gradient.ipynb #1b1c1d38
@@ -137,24 +141,24 @@ def quadrature_points(n_steps: int, method: str = "gausslegendre") -> tuple[Tens
 class IntegratedGradients(Attribution):
     """Integrated Gradients (Sundararajan et al. 2017), batched over `n_steps × batch` rows.
 
-    Quadrature `method` (alias `quadrature`; default "gausslegendre") in QUADRATURES.
-    Default `internal_batch_size`: `core.auto_batch_size` — the rows whose activations fit the CPU cache, or on CUDA
-    whose forward+backward activations fit min(1 GiB, free memory / 4); at most 4096.
+    `quadrature`: the rule of the path integral, one of QUADRATURES (default "gausslegendre"; Captum's `method`).
+    Default `internal_batch_size`: `core.tuned_chunks` — on CPU tuned on the model by timing its chunks, starting from
+    the rows whose activations fit the CPU cache; on CUDA the rows whose forward+backward activations fit
+    min(1 GiB, free memory / 4); at most 4096.
     `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
-    def __init__(self, model: nn.Module, n_steps: int = 50, method: str | None = None,
-                 internal_batch_size: int | None = None, relu_inside: bool = False, quadrature: str | None = None):
+    def __init__(self, model: nn.Module, n_steps: int = 50, quadrature: str = "gausslegendre",
+                 internal_batch_size: int | None = None, relu_inside: bool = False):
         super().__init__(model)
         self.n_steps, self.internal_batch_size, self.relu_inside = n_steps, internal_batch_size, relu_inside
-        self.method = _pick_quadrature(method, quadrature, default="gausslegendre")
+        self.quadrature = _check_quadrature(quadrature)
 
     def attribute(self, inputs: Tensor, target=None, baselines=None, n_steps: int | None = None,
-                  method: str | None = None, internal_batch_size: int | None = None,
-                  return_convergence_delta: bool = False, relu_inside: bool | None = None,
-                  quadrature: str | None = None):
+                  quadrature: str | None = None, internal_batch_size: int | None = None,
+                  return_convergence_delta: bool = False, relu_inside: bool | None = None):
         "IG attributions shaped like `inputs` (and, optionally, the per-sample convergence delta Σ IG − Δf)."
         model = self.model
         n_steps = check_positive_int(self.n_steps if n_steps is None else n_steps, "n_steps")
-        quad = _pick_quadrature(method, quadrature, default=self.method)
+        quad = _check_quadrature(self.quadrature if quadrature is None else quadrature)
         relu_inside = self.relu_inside if relu_inside is None else relu_inside
         ibs = self.internal_batch_size if internal_batch_size is None else internal_batch_size
         with model_scope(model):
@@ -181,15 +185,6 @@ def _add_steps(total: Tensor, g: Tensor, s: slice, n: int, w: list, diff: Tensor
         seg = g[lo - s.start:hi - s.start]
         if diff is not None: seg = (seg * diff[lo - k * n:hi - k * n]).clamp_min(0)
         total[lo - k * n:hi - k * n].add_(seg, alpha=w[k])
-
-def _pick_quadrature(method: str | None, quadrature: str | None, default: str) -> str:
-    "Reconcile Captum's `method` keyword with its alias `quadrature`."
-    if method is not None and quadrature is not None and method != quadrature:
-        raise ValueError(f"got `method`={method!r} and `quadrature`={quadrature!r}; give only one")
-    q = quadrature if quadrature is not None else method if method is not None else default
-    if q not in QUADRATURES:
-        raise ValueError(f"unknown quadrature `method` {q!r}; choose one of {', '.join(QUADRATURES)}")
-    return q
 
 # %% ../../nbs/03a_attr_gradient.ipynb #99eeaef5
 def _split_for(cls: type, kw: dict) -> tuple[dict, dict]:
