@@ -563,12 +563,15 @@ def diagnose_depth(r, c) -> str:
                    if any(np.diff(list(g.values())) > 0) else ". The gains fall with depth, but the difference is within noise."))
     n = next((k for k in sorted(DEPTH_CFGS, key=len, reverse=True) if k in t), "NIB VGG16")
     head = 100 - 100 * r.Q[n, "GxSI"][:, 0].mean()
+    i = 9 if "Q_9" in t else 1
+    beats_random = r.Q[n, "GxSI"][:, i].mean() > r.Q[n, "random"][:, i].mean()
     return (f"{n}: G×SI Q_0 {pct(n, 'GxSI', 0)}, Q_1 {pct(n, 'GxSI', 1)}, Q_9 {pct(n, 'GxSI', 9)}; fresh-random mask "
             f"Q_1 {pct(n, 'random', 1)}, Q_9 {pct(n, 'random', 9)}. Test accuracy "
             + ", ".join(f"{100 * r.acc[n, s]:.1f}%" for s in r.seeds) + f"; headroom above Q_0: {head:.1f} pt"
             + (" — too little for a rise to clear two standard errors over this many units." if c["verdict"] == "inconclusive"
-               and head < 5 else "; the masked input is classified worse than the clean one, though better than under the "
-               "fresh-random mask." if c["verdict"] == "fails" and "random" not in t else ".")
+               and head < 5 else f"; the masked input is classified worse than the clean one at i = {i}, " + (
+               "though better than under the fresh-random mask." if beats_random else "and no better than under the "
+               "fresh-random mask.") if c["verdict"] == "fails" and "random" not in t else ".")
             + " A label-free check of the same masks is in mask_table2_mia.")
 
 def depth_figure(r):
