@@ -10,17 +10,13 @@ import torch
 from torch import nn, Tensor
 from tqdm.auto import tqdm
 from .core import (as_loader, as_local, atomic_save, check_inputs, check_model, check_positive_int, model_scope,
-                            per_channel_minmax, predict_target, resolve_target, target_grad)
+                            minmax, predict_target, resolve_target, target_grad)
 from .distributed import sharded_map
 
 # %% auto #0
 __all__ = ['rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias', 'brew_matrix']
 
 # %% ../nbs/10_mask.ipynb #6e850138
-def _minmax(a: Tensor) -> Tensor:
-    "Per-sample, per-channel MinMax; flat (N, D) inputs are treated as one channel."
-    return per_channel_minmax(a[:, None]).squeeze(1) if a.ndim == 2 else per_channel_minmax(a)
-
 def rescale_to_norm(z: Tensor, ref: Tensor) -> Tensor:
     "Rescale each sample of `z` to the L2 norm of the same sample of `ref` (zero samples stay zero)."
     nz, nr = z.flatten(1).norm(dim=1), ref.flatten(1).norm(dim=1)
@@ -42,7 +38,7 @@ def attribution_mask(model: nn.Module, inputs: Tensor, target=None, method: str 
     for _ in range(iterations):
         z = inputs * m_star
         a = local(model, rescale_to_norm(z, inputs) if rescale else z, t)
-        m_star = m_star * _minmax(a.detach())
+        m_star = m_star * minmax(a.detach(), min(a.ndim - 1, 2))   # per sample and channel; flat inputs: per sample
         masks.append(m_star)
     return torch.stack(masks) if return_all else m_star
 
@@ -85,7 +81,7 @@ def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi
                 if t is None: t = m(zin).argmax(1)  # "pred": the prediction on the clean input (captured too)
                 a = local(m, zin, t)
                 correct[i] = _hits(m, zin, tap, y)
-                m_star = m_star * _minmax(a.detach())
+                m_star = m_star * minmax(a.detach(), min(a.ndim - 1, 2))   # per sample and channel; flat inputs: per sample
                 z = x * m_star
             zin = rescale_to_norm(z, x) if rescale else z
             tap.expect(None)
