@@ -233,8 +233,7 @@ def _start(scale: str, seed: int, device, dry_run: bool) -> tuple:
 
 def _table(r, measured: dict, paper: dict, cols, **kw) -> str:
     "`paper_table(...)`, its arguments kept in `r.table_args` for `show_paper_table(**r.table_args)`."
-    esc = lambda d: {str(k).replace("|", "\\|"): v for k, v in d.items()}   # '|' in a row name (|∇|⊙z) would split the cell
-    r.table_args = dict(measured=esc(measured), paper=esc(paper), cols=cols, **kw)
+    r.table_args = dict(measured=measured, paper=paper, cols=cols, **kw)
     return paper_table(**r.table_args)
 
 def stand_in(scale: str, name: str = "NIB VGG16", dataset: str = "cifar10") -> str:
