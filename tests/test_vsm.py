@@ -1,11 +1,11 @@
-"Tests for attribkit.vsal: closed-form Kronecker KL vs the dense form, top-k operators, encoder, frozen classifier."
+"Tests for attribkit.vsm: closed-form Kronecker KL vs the dense form, top-k operators, encoder, frozen classifier."
 import copy
 import pytest
 import torch
 from torch import nn
 from torch.distributions import MultivariateNormal, kl_divergence
 from attribkit.core import attribute, available_methods
-from attribkit.vsal import (SoftTVPrior, SaliencyEncoder, VariationalSaliency, ar1_precision, gumbel_topk, hard_topk,
+from attribkit.vsm import (SoftTVPrior, SaliencyEncoder, VariationalSaliency, ar1_precision, gumbel_topk, hard_topk,
                             kronecker_gaussian_kl, sinkhorn_topk, topk_count, tv_precision)
 
 D64 = torch.float64
