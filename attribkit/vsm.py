@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from .core import Attribution, check_inputs, check_model, model_scope, per_channel_minmax, register
 
 # %% auto #0
-__all__ = ['APPENDIX_CHANNELS', 'TOPK', 'difference_matrix', 'tv_precision', 'ar1_precision', 'SoftTVPrior',
+__all__ = ['BOUNDARIES', 'APPENDIX_CHANNELS', 'TOPK', 'difference_matrix', 'tv_precision', 'ar1_precision', 'SoftTVPrior',
            'kronecker_gaussian_kl', 'SaliencyEncoder', 'topk_count', 'hard_topk', 'gumbel_topk', 'sinkhorn_topk',
            'VariationalSaliency']
 
@@ -23,24 +23,40 @@ def difference_matrix(n: int, dtype=None, device=None) -> Tensor:
     "The (n-1)×n first-difference matrix D, (Ds)_i = s_{i+1} - s_i."
     return torch.eye(n, dtype=dtype, device=device)[1:] - torch.eye(n, dtype=dtype, device=device)[:-1]
 
-def tv_precision(n: int, lam: float = 1.0, dtype=None, device=None) -> tuple[Tensor, Tensor]:
-    "Soft-TV precision I + λDᵀD (n×n, tridiagonal) and its log-determinant (closed form)."
+BOUNDARIES = ("free", "zero")
+
+def _check_boundary(boundary: str):
+    if boundary not in BOUNDARIES: raise ValueError(f"`boundary` must be one of {BOUNDARIES}, got {boundary!r}")
+
+def tv_precision(n: int, lam: float = 1.0, dtype=None, device=None, boundary: str = "free") -> tuple[Tensor, Tensor]:
+    "Soft-TV precision I + λDᵀD (n×n, tridiagonal) and its log-determinant (closed form); `boundary='zero'` adds the differences to a zero just outside both ends."
     if n < 1 or lam < 0: raise ValueError(f"need n >= 1 and lam >= 0, got n={n}, lam={lam}")
+    _check_boundary(boundary)
     D = difference_matrix(n, dtype, device)
     P = torch.eye(n, dtype=dtype, device=device) + lam * D.T @ D
+    if boundary == "zero":
+        P[0, 0] += lam; P[-1, -1] += lam
+        j = torch.arange(1, n + 1, dtype=torch.float64)
+        logdet = torch.log1p(lam * (2 - 2 * torch.cos(math.pi * j / (n + 1)))).sum()
+        return P, logdet.to(P.dtype).to(P.device)
     j = torch.arange(n, dtype=torch.float64)
     logdet = torch.log1p(lam * (2 - 2 * torch.cos(math.pi * j / n))).sum()
     return P, logdet.to(P.dtype).to(P.device)
 
-def ar1_precision(n: int, rho: float = 0.9, dtype=None, device=None) -> tuple[Tensor, Tensor]:
-    "Exact (tridiagonal) inverse of the AR(1) covariance ρ^|i-j| and its log-determinant."
+def ar1_precision(n: int, rho: float = 0.9, dtype=None, device=None, boundary: str = "free") -> tuple[Tensor, Tensor]:
+    "Exact (tridiagonal) inverse of the AR(1) covariance ρ^|i-j| and its log-determinant; `boundary='zero'`: the AR(1) chain conditioned on zero just outside both ends."
     if n < 1 or not 0 <= rho < 1: raise ValueError(f"need n >= 1 and 0 <= rho < 1, got n={n}, rho={rho}")
+    _check_boundary(boundary)
     d = torch.full((n,), 1 + rho**2, dtype=torch.float64)
-    d[0] = d[-1] = 1.0
-    if n == 1: d[0] = 1 - rho**2
+    if boundary == "free":
+        d[0] = d[-1] = 1.0
+        if n == 1: d[0] = 1 - rho**2
     P = (torch.diag(d) - rho * (torch.diag(torch.ones(n - 1, dtype=torch.float64), 1)
                                 + torch.diag(torch.ones(n - 1, dtype=torch.float64), -1))) / (1 - rho**2)
-    logdet = torch.tensor(-(n - 1) * math.log1p(-rho**2), dtype=torch.float64)
+    if boundary == "zero":
+        j = torch.arange(1, n + 1, dtype=torch.float64)
+        logdet = torch.log(1 + rho**2 - 2 * rho * torch.cos(math.pi * j / (n + 1))).sum() - n * math.log1p(-rho**2)
+    else: logdet = torch.tensor(-(n - 1) * math.log1p(-rho**2), dtype=torch.float64)
     return P.to(dtype=dtype or torch.get_default_dtype(), device=device), logdet.to(dtype=dtype or torch.get_default_dtype(), device=device)
 
 # %% ../nbs/14_vsm.ipynb #d9cca7ea
@@ -49,14 +65,16 @@ class SoftTVPrior:
     "Zero-mean Gaussian prior N(0, κ_h⊗κ_w) on an H×W map with tridiagonal precision factors."
     kind: str = "ar1"       # "ar1" (exact AR(1) inverse), "tv" (I + λDᵀD) or "iid" (identity)
     strength: float = 0.9   # ρ for "ar1", λ for "tv"; ignored for "iid"
+    boundary: str = "free"  # "free" borders, or "zero": the map conditioned on zero just outside the image (a constant precision diagonal)
 
     def __post_init__(self):
         if self.kind not in ("ar1", "tv", "iid"): raise ValueError(f"prior `kind` must be 'ar1', 'tv' or 'iid', got {self.kind!r}")
+        _check_boundary(self.boundary)
 
     def factor(self, n: int, dtype=None, device=None) -> tuple[Tensor, Tensor]:
         "Precision factor for one axis of length `n` and its log-determinant."
-        if self.kind == "ar1": return ar1_precision(n, self.strength, dtype, device)
-        if self.kind == "tv": return tv_precision(n, self.strength, dtype, device)
+        if self.kind == "ar1": return ar1_precision(n, self.strength, dtype, device, self.boundary)
+        if self.kind == "tv": return tv_precision(n, self.strength, dtype, device, self.boundary)
         return torch.eye(n, dtype=dtype, device=device), torch.zeros((), dtype=dtype, device=device)
 
     def factors(self, h: int, w: int, dtype=None, device=None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -101,7 +119,8 @@ APPENDIX_CHANNELS = (64, 64, 64, 64, 32, 32, 32, 32, 32, 16, 16, 16, 16, 16, 16,
 
 class SaliencyEncoder(nn.Module):
     "Fully convolutional encoder x → (μ, log ν), both (N, H, W) at input resolution."
-    def __init__(self, in_channels: int = 3, width: float = 1.0, channels: Iterable[int] = APPENDIX_CHANNELS):
+    def __init__(self, in_channels: int = 3, width: float = 1.0, channels: Iterable[int] = APPENDIX_CHANNELS,
+                 padding_mode: str = "zeros"):   # of every 3×3 convolution: the appendix's "zeros", or "replicate", "reflect", "circular"
         super().__init__()
         channels = list(channels)
         if channels[-1] != 2: raise ValueError(f"the last layer must output 2 channels (μ, log ν), got {channels[-1]}")
@@ -109,10 +128,10 @@ class SaliencyEncoder(nn.Module):
         layers, c = [], in_channels
         for o in channels[:-1]:
             o = max(1, round(o * width))
-            layers += [nn.Conv2d(c, o, 3, 1, 1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
+            layers += [nn.Conv2d(c, o, 3, 1, 1, bias=False, padding_mode=padding_mode), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
             c = o
         self.body = nn.Sequential(*layers)
-        self.head = nn.Conv2d(c, 2, 3, 1, 1)
+        self.head = nn.Conv2d(c, 2, 3, 1, 1, padding_mode=padding_mode)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         "Mean μ and log-variance log ν of q(s|x), each (N, H, W)."
@@ -208,13 +227,14 @@ class VariationalSaliency(Attribution):
                  reference: float | Tensor = 0.0,         # x_ref for the pixels the mask removes
                  width: float = 1.0,                      # width multiplier of a lazily built encoder
                  topk_kw: dict | None = None,             # extra arguments of the top-k operator
-                 log_var_range: tuple[float, float] = (-12.0, 6.0)):  # clamp of log ν in the sampling path
+                 log_var_range: tuple[float, float] = (-12.0, 6.0),   # clamp of log ν in the sampling path
+                 padding: str = "zeros"):                  # padding mode of a lazily built encoder's convolutions
         super().__init__(model)
         self.encoder, self.k, self.beta, self.reference, self.width = encoder, k, float(beta), reference, width
         if isinstance(topk, str) and topk not in TOPK: raise ValueError(f"`topk` must be one of {sorted(TOPK)} or a callable, got {topk!r}")
         self.topk = TOPK[topk] if isinstance(topk, str) else topk
         self.prior = prior if isinstance(prior, SoftTVPrior) else SoftTVPrior(prior, {"ar1": 0.9, "tv": 1.0}.get(prior, 0.0))
-        self.topk_kw, self.log_var_range = dict(topk_kw or {}), log_var_range
+        self.topk_kw, self.log_var_range, self.padding = dict(topk_kw or {}), log_var_range, padding
         self.history: list[dict] = []
 
     def _device(self) -> torch.device:
@@ -265,7 +285,7 @@ class VariationalSaliency(Attribution):
             first = _images(next(iter(_batches(data, batch_size, torch.Generator().manual_seed(seed)))))
             with torch.random.fork_rng(devices=[]):   # seeded initialisation that leaves the global RNG untouched
                 torch.manual_seed(seed)
-                self.encoder = SaliencyEncoder(first.shape[1], self.width).to(dev)
+                self.encoder = SaliencyEncoder(first.shape[1], self.width, padding_mode=self.padding).to(dev)
         opt = torch.optim.Adam(self.encoder.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
         best, best_state, step = math.inf, None, 0
         with model_scope(self.model):
