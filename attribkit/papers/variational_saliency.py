@@ -49,7 +49,7 @@ SCALES = {   # data, classifier and encoder budget per scale; "dry_run" is the p
                 prior=dict(n_eval=200, n_samples=20000), schematic=dict(n_eval=300)),
     "paper": dict(data="imagenet", size=224, n_vsm=None, seeds=1, vsm_epochs=APPENDIX["epochs"], width=1.0, lr=APPENDIX["lr"],
                   batch=APPENDIX["batch_size"], sinkhorn_iter=30, workers=8, eval=dict(n_eval=500, rise_masks=4000, dga_steps=10, steps=20),
-                  prior=dict(n_eval=200, n_samples=2000), schematic=dict(n_eval=500)),
+                  prior=dict(n_eval=200, n_samples=2000, edge_fixes=["zero boundary + replicate padding"]), schematic=dict(n_eval=500)),
     "dry_run": dict(data="imagenet", size=224, n_vsm=8, seeds=1, vsm_epochs=1, width=1.0, lr=APPENDIX["lr"], batch=4, sinkhorn_iter=30,
                     workers=0, eval=dict(n_eval=4, rise_masks=8, dga_steps=2, steps=4), prior=dict(n_eval=4, n_samples=64, edge_fixes=["zero boundary + replicate padding"]),
                     schematic=dict(n_eval=4)),
@@ -404,7 +404,7 @@ def eval_figure(S: VSMSetup, R: Experiment, n: int = 6):
     grid["VSM ν"] = r0["vsm"].uncertainty(r0["x"][show].to(S.device)).cpu()
     fig = attribution_grid(r0["x"][show], grid, signed={name: name in ("GxI", "DGA") for name in grid}, mean=S.mean, std=S.std,
                            titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])])
-    fig.suptitle(f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0)", fontsize=9)
+    fig.suptitle(f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0)", fontsize=9, y=1.01)
     return fig
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #9fb2a405
@@ -519,19 +519,19 @@ def _edge_row(m: dict, sides: list) -> dict:
             "top-k on the 2-px frame": m["mu: share of VSM's top-k pixels on the 2-px frame"],
             "arg-max on the 2-px frame": m["mu: share of VSM's arg-max pixels on the 2-px frame"]}
 
-def edge_fix(S: VSMSetup, base: dict, base_runs: list) -> tuple[dict, dict, str]:
-    "Refit the first seed's VSM with each fix in `S.cfg['prior']['edge_fixes']` (same budget, same classifier) and measure the edge artefacts again. Returns (measured, rows {variant: columns}, generated text)."
+def edge_fix(S: VSMSetup, base: dict) -> tuple[dict, dict, str, dict]:
+    "Refit the first seed's VSM with each fix in `S.cfg['prior']['edge_fixes']` (same budget, same classifier) and measure the edge artefacts again. Returns (measured, rows {variant: columns}, generated text, {fix: its run})."
     s = S.seeds[0]
     name = (f"as fitted ({'free' if not isinstance(S.settings['prior'], SoftTVPrior) else S.settings['prior'].boundary} boundary, "
             f"{S.settings.get('padding', 'zeros')} padding)")
     sides = ["top", "bottom", "left", "right"]
-    rows, measured = {name: _edge_row(base, sides)}, {}
+    rows, measured, fixed = {name: _edge_row(base, sides)}, {}, {}
     for fix in S.cfg["prior"].get("edge_fixes", list(EDGE_FIXES)):
         ch = dict(EDGE_FIXES[fix])
         changes = dict(prior=prior_with(S.settings["prior"], ch.pop("boundary", "free"))) if "boundary" in EDGE_FIXES[fix] else {}
         changes |= {"padding": ch["padding"]} if "padding" in ch else {}
         clf, hit, vsm = S.classifier_and_vsm(s, **changes)
-        run = _posterior_seed(S, s, (clf, hit, vsm))
+        run = fixed[fix] = _posterior_seed(S, s, (clf, hit, vsm))
         m, _ = edge_artefacts(S, [run])
         rows[fix] = _edge_row(m, sides)
         measured |= {f"edge fix, {fix}: {col}": v for col, v in rows[fix].items() if v is not None}
@@ -545,7 +545,7 @@ def edge_fix(S: VSMSetup, base: dict, base_runs: list) -> tuple[dict, dict, str]
                + ("A zero boundary removes the prior's reason for a brighter frame; replicate padding removes the encoder's way of telling border "
                   "pixels apart — where the fitted ratio exceeds the prior's optimum, the excess comes from the encoder (zero padding)."
                   if len(rows) > 2 else "Only this fix was fitted at this scale (one extra fit; the separate causes are measured at cpu and paper scale)."))
-    return measured, rows, "\n".join(lines + [verdict])
+    return measured, rows, "\n".join(lines + [verdict]), fixed
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #4e09ff48
 def prior_experiment(S: VSMSetup, rho: float = 0.9, lam: float = 4.0) -> Experiment:
@@ -567,7 +567,7 @@ def prior_experiment(S: VSMSetup, rho: float = 0.9, lam: float = 4.0) -> Experim
                         detail=f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; {S.cfg['data']}, {n_eval} test images per seed"))
     edge, info = edge_artefacts(S, runs)
     measured |= edge
-    fixed, edge_rows, fix_text = edge_fix(S, edge, runs)
+    fixed, edge_rows, fix_text, fixed_runs = edge_fix(S, edge)
     measured |= fixed
     measured = {key: v for key, v in measured.items() if not (isinstance(v, dict) and not np.isfinite(v["mean"]))}   # a band with no background pixels
     rows = {name.split(": ")[0]: {} for name in measured if ": neighbour corr" in name}
@@ -579,20 +579,21 @@ def prior_experiment(S: VSMSetup, rho: float = 0.9, lam: float = 4.0) -> Experim
                  settings=S.settings_record(rho=rho, lam=lam, **S.cfg["prior"]))
     edge_title = "Edge artefacts before and after the fixes (first seed's VSM refitted with the same budget)"
     return Experiment(runs, measured, rows, title, claims, edge_text(measured, info) + "\n\n" + fix_text, hit_text(S, runs), extra,
-                      corner="prior", more=dict(samples=samples), also={edge_title: edge_rows})
+                      corner="prior", more=dict(samples=samples, fixed=fixed_runs), also={edge_title: edge_rows})
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #3ba009f0
 def prior_figure(S: VSMSetup, R: Experiment):
-    "Rows 1–3: draws from each prior; rows 4–5: a test image (true class), μ, ν and two draws of q(s|x)."
+    "Rows 1–3: draws from each prior; then a test image (true class), μ, ν and two draws of q(s|x), for two test images as fitted and for the first one after the last edge fix."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
     r0, samples = R.runs[0], R.more["samples"]
-    fig, axes = plt.subplots(len(samples) + 2, 5, figsize=(10, 10), squeeze=False)
+    shown = [(r0, i, "as fitted") for i in range(min(2, len(r0["x"])))] + [(r, 0, fix) for fix, r in list(R.more.get("fixed", {}).items())[-1:]]
+    fig, axes = plt.subplots(len(samples) + len(shown), 5, figsize=(10, 2 * (len(samples) + len(shown))), squeeze=False)
     for i, (name, s) in enumerate(samples.items()):
         for j in range(5):
             v = 2.5 * float(s.std()); axes[i, j].imshow(s[j], cmap="RdBu_r", vmin=-v, vmax=v); axes[i, j].set_xticks([]); axes[i, j].set_yticks([])
         axes[i, 0].set_ylabel(f"prior {name}\n(colour ±2.5 sd)", fontsize=8)
-    for row, i in enumerate(range(min(2, len(r0["x"]))), start=len(samples)):
+    for row, (r0, i, label) in enumerate(shown, start=len(samples)):
         v = float(r0["mu"][i].abs().max())
         panels = [(f"input: {S.true_names(i)}", None), ("μ (0 = white)", r0["mu"][i]), ("ν (brighter = more uncertain)", r0["nu"][i]),
                   ("s ~ q", r0["sq"][i, 0]), ("s ~ q", r0["sq"][i, 1])]
@@ -602,7 +603,7 @@ def prior_figure(S: VSMSetup, R: Experiment):
                 im = to_image(r0["x"][i], S.mean, S.std); ax.imshow(im, cmap="gray" if im.ndim == 2 else None, vmin=0, vmax=1)
             else: ax.imshow(t, cmap="magma" if name.startswith("ν") else "RdBu_r", **({} if name.startswith("ν") else dict(vmin=-v, vmax=v)))
             ax.set_title(name, fontsize=8); ax.set_xticks([]); ax.set_yticks([])
-        axes[row, 0].set_ylabel(f"q(s|x), test {i}", fontsize=8)
+        axes[row, 0].set_ylabel(f"q(s|x), test {i}\n{label}", fontsize=8)
     fig.suptitle(f"Soft-TV prior draws and the fitted posterior; {S.model_name}", fontsize=9)
     fig.tight_layout()
     return fig
