@@ -51,7 +51,7 @@ SCALES = {   # data, classifier and encoder budget per scale; "dry_run" is the p
                   batch=APPENDIX["batch_size"], sinkhorn_iter=30, workers=8, eval=dict(n_eval=500, rise_masks=4000, dga_steps=10, steps=20),
                   prior=dict(n_eval=200, n_samples=2000, edge_fixes=["zero boundary + replicate padding"]), schematic=dict(n_eval=500)),
     "dry_run": dict(data="imagenet", size=224, n_vsm=8, seeds=1, vsm_epochs=1, width=1.0, lr=APPENDIX["lr"], batch=4, sinkhorn_iter=30,
-                    workers=0, eval=dict(n_eval=4, rise_masks=8, dga_steps=2, steps=4), prior=dict(n_eval=4, n_samples=64, edge_fixes=["zero boundary + replicate padding"]),
+                    workers=0, eval=dict(n_eval=4, rise_masks=8, dga_steps=2, steps=2), prior=dict(n_eval=4, n_samples=64, edge_fixes=["zero boundary + replicate padding"]),
                     schematic=dict(n_eval=4)),
 }
 
