@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm.auto import tqdm
-from .core import Attribution, check_inputs, check_model, model_scope, per_channel_minmax, register
+from .core import Attribution, check_inputs, check_model, minmax, model_scope, register
 
 # %% auto #0
 __all__ = ['BOUNDARIES', 'APPENDIX_CHANNELS', 'TOPK', 'difference_matrix', 'tv_precision', 'ar1_precision', 'SoftTVPrior',
@@ -179,7 +179,7 @@ def sinkhorn_topk(scores: Tensor, k: float | int, epsilon: float = 0.05, n_iter:
     check_inputs(scores, "scores", ndim=2)
     N, D = scores.shape; kk = topk_count(k, D)
     if kk == D: return torch.ones_like(scores) + 0 * scores
-    z = per_channel_minmax(scores[:, None])[:, 0]            # each row to [0, 1]
+    z = minmax(scores, 1)                                          # each row to [0, 1]
     log_nu = torch.tensor([math.log((D - kk) / D), math.log(kk / D)], dtype=scores.dtype, device=scores.device)
     def iterate(z):
         C = torch.stack([z**2, (z - 1)**2], -1)                        # (N, D, 2) cost to anchors 0 and 1
