@@ -46,15 +46,15 @@ def flat(table: dict) -> dict:
     "`{row: {col: v}}` → `{'row col': v}`, the flat form `save_results` stores."
     return {f"{r} {c}": v for r, d in table.items() for c, v in d.items()}
 
-# %% ../../nbs/papers/01_distillation.ipynb #6ec7b7e8
+# %% ../../nbs/papers/01_distillation.ipynb #8da5b55f
 SCALES = {
     # built-in toy data, minutes: exercises every code path, not evidence
     "smoke": dict(data="shapes", n_train=512, n_test=128, size=32, in_channels=3, num_classes=5, arch="vgg16_voc",
                   teacher_width=8, widths={"x2": 16}, main="x2", teacher_epochs=20, epochs=6, seeds=2, lr=0.02, momentum=0.9,
                   milestones=(5,), batch=32, match="features.23", eval_layer="features.22", lam=10.0, warmup=1),
-    # real data: Fashion-MNIST mosaics (64 px, multi-label, per-class masks), a small VGG-BN teacher, x2 students
+    # real data: Fashion-MNIST mosaics (64 px, multi-label, per-class masks), a small VGG-BN teacher, x2 (main), x4, x8 students
     "cpu": dict(data="fashion_mosaics", n_train=2000, n_test=400, size=64, in_channels=1, num_classes=10, arch="vgg6_bn",
-                teacher_width=4, widths={"x2": 8}, main="x2", teacher_epochs=10, n_distill=1200, epochs=6, seeds=3,
+                teacher_width=4, widths={"x2": 8, "x4": 16, "x8": 32}, main="x2", teacher_epochs=10, n_distill=1200, epochs=6, seeds=3,
                 lr=0.02, momentum=0.9, milestones=(5,), batch=64, match="features.21", eval_layer="features.20", lam=10.0,
                 warmup=1),
     # the paper: VOC 2012, VGG-16-BN teacher (ImageNet-initialised, fine-tuned), x2/x4/x8 students, 350 epochs, 5 runs
@@ -62,7 +62,7 @@ SCALES = {
                   widths={"x2": 2, "x4": 4, "x8": 8}, main="x4", teacher_epochs=60, epochs=350, seeds=5, lr=0.1, momentum=0.9,
                   milestones=(150, 200, 250), batch=64, match="features.43", eval_layer="features.42", lam=100.0, warmup=0),
 }
-DRY_RUN = dict(seeds=1, epochs=1, batch=8, n_batches=2, n_eval=4)   # the paper protocol at a tiny budget
+DRY_RUN = dict(seeds=1, epochs=1, batch=2, n_batches=2, n_eval=4)   # the paper protocol at a tiny budget
 VGG6_CFG = [32, "M", 64, "M", 128, 128, "M", 256, 256, "M"]   # `arch="vgg6_bn"`: six 3×3 conv-BN-ReLU, four max-pools
 VGG16_PRUNE_PATTERN = (1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1)  # which of VGG-16's 13 convs the paper prunes
 VGG6_PRUNE_PATTERN = (1, 0, 0, 0, 1, 1)                        # the same shape on the 6-conv stand-in
@@ -446,7 +446,7 @@ def rebuttal_table2(S: DistillSetup) -> SimpleNamespace:
                            claims=claims, diagnosis=diagnosis(claims), runs=runs, maps=MAPS, extra=extra, setup=S, cols=cols, decimals=1,
                            title=f"Rebuttal Table 2 — {S.model_name}; {S.cfg['main']} students, mean ± se over {len(S.seeds)} seed(s)")
 
-# %% ../../nbs/papers/01_distillation.ipynb #f7afab91
+# %% ../../nbs/papers/01_distillation.ipynb #df7b2895
 PRUNING = {"smoke": dict(p=0.5, ft_epochs=2, rounds=2, round_epochs=1), "cpu": dict(p=0.5, ft_epochs=2, rounds=2, round_epochs=1),
            "paper": dict(p=0.3, ft_epochs=30, rounds=16, round_epochs=30)}
 PRUNE_VARIANTS = {"w/o matching": "none", "SSWA matching": "sswa"}
@@ -461,6 +461,7 @@ def pruning(S: DistillSetup) -> SimpleNamespace:
               device=S.device, progress=False)
     T = S.scores(S.teacher, controls=True)
     rows, rand = {"Unpruned teacher": [S.row(T)]}, {}
+    controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}   # the unpruned teacher's controls
     pruned = l1_filter_prune(S.teacher, conv_rates(S.teacher, P["p"], pattern=pattern))
     info = {"structured params": (num_params(S.teacher), num_params(pruned))}
     rows[f"Structured p={P['p']}, before fine-tuning"] = [S.row(S.scores(pruned))]
@@ -496,13 +497,13 @@ def pruning(S: DistillSetup) -> SimpleNamespace:
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds, recipe=P, pattern=list(pattern),
                  params_before_after=list(info["structured params"]), unstructured_sparsity=info["unstructured sparsity"],
                  transfer_weight=C["lam"], note="main-paper pruning tables not retrievable; structured pruning removes filters physically")
-    return SimpleNamespace(name="distill_pruning", table=table, paper={}, measured=flat(table), paper_flat={}, claims=claims,
+    return SimpleNamespace(name="distill_pruning", table=table, paper={}, measured=flat(table), paper_flat={}, claims=claims, controls=controls,
                            diagnosis=summary + "\n\n" + diagnosis(claims), extra=extra, setup=S, cols=list(cols), decimals=1,
                            title=f"Pruning — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)")
 
-# %% ../../nbs/papers/01_distillation.ipynb #b0458ffe
+# %% ../../nbs/papers/01_distillation.ipynb #d03faf92
 ROAR = {"smoke": dict(fractions=(0.2, 0.5), epochs=3, batch=64, n_train=512, lr=3e-3),
-        "cpu": dict(fractions=(0.3, 0.7), epochs=3, batch=64, n_train=600, lr=3e-3),
+        "cpu": dict(fractions=(0.3, 0.7), epochs=4, batch=32, n_train=1200, lr=1e-2),
         "paper": dict(fractions=(0.1, 0.3, 0.5, 0.7, 0.9), epochs=30, batch=32, n_train=None, lr=1e-3)}
 
 def _roar_data(S: DistillSetup, n_train) -> tuple:
@@ -576,7 +577,7 @@ def roar_experiment(S: DistillSetup, epochs: int | None = None) -> SimpleNamespa
                            cols=["no removal"] + [f"{f:.0%} removed" for f in F], decimals=1,
                            title=f"ROAR, retrained mAP — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)")
 
-# %% ../../nbs/papers/01_distillation.ipynb #8afef5bb
+# %% ../../nbs/papers/01_distillation.ipynb #affc41cc
 def table_md(res: SimpleNamespace) -> str:
     "The paper-shaped markdown table of a runner's result (ours ± se (paper))."
     from attribkit.results import paper_table
@@ -588,10 +589,16 @@ def show(res: SimpleNamespace) -> None:
     from attribkit.results import show_claims
     display(Markdown(table_md(res))); display(show_claims(res.claims)); display(Markdown(res.diagnosis))
 
+def _storable(v):
+    "A results cell: a mean ± se without a finite mean (no image-class pair, e.g. in a dry run) is stored as 'nan'."
+    if isinstance(v, dict) and not np.isfinite(v.get("mean", nan)): return "nan"
+    if isinstance(v, dict) and not np.isfinite(v.get("se", 0.0)): return v["mean"]
+    return v
+
 def save(res: SimpleNamespace, scale: str, seed: int, out_dir, wall_time: float | None = None):
     "`save_results` of a runner's result, with its paper-shaped table in `extra['tables']`."
     from attribkit.results import save_results
-    return save_results(res.name, res.measured, res.paper_flat, res.claims, scale, seed, out_dir, wall_time=wall_time,
+    return save_results(res.name, {k: _storable(v) for k, v in res.measured.items()}, res.paper_flat, res.claims, scale, seed, out_dir, wall_time=wall_time,
                         extra=res.extra | {"tables": [table_md(res)]})
 
 def _cell(v): return (v["mean"], v["se"]) if isinstance(v, dict) else (v, 0.0)
