@@ -273,7 +273,7 @@ def diagnosis(claims: list[dict], extra: str = "") -> str:
         lines.append(f"- {c['verdict']}: {c['claim']} — {why}")
     return "**Non-holding claims (generated from the results).**\n" + ("\n".join(lines) or "none") + (f"\n\n{extra}" if extra else "")
 
-# %% ../../nbs/papers/01_distillation.ipynb #e8775b1c
+# %% ../../nbs/papers/01_distillation.ipynb #d0f162fc
 def _first_batch_ratio(S: DistillSetup, head_init: str, lam: float, s: int) -> tuple[float, float]:
     "‖∇ λ·matching‖ / ‖∇ KD‖ over the student's parameters at initialisation on the first 32 training images, and the median ‖m_s‖."
     C = S.cfg
@@ -379,6 +379,8 @@ def rebuttal_table1(S: DistillSetup) -> SimpleNamespace:
         table[prefix] = {k: mean_se([r[k] for r in rs]) for k in keys}
         measured |= {f"{prefix} {k}": v for k, v in table[prefix].items()}
         measured[f"{prefix} collapsed seeds"] = sum(bool(r["collapsed"]) for r in rs)
+    other = lambda r: r.split()[0] in C["widths"]          # rows of the other widths ('x2 SSWA', ...) after the main width's
+    table = {r: table[r] for r in sorted(table, key=lambda r: (r != "Full (Teacher)", other(r)))}
     table |= {f"Teacher's {c} (control)": {k: r[k] for k in ("AUC", "Point Acc", "AUC among objects")} for c, r in controls.items()}
     losses = {label: S.loss_terms(v) for label, v in VARIANTS.items()}
     sweep = lambda_sweep(S)
@@ -501,7 +503,7 @@ def pruning(S: DistillSetup) -> SimpleNamespace:
                            diagnosis=summary + "\n\n" + diagnosis(claims), extra=extra, setup=S, cols=list(cols), decimals=1,
                            title=f"Pruning — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)")
 
-# %% ../../nbs/papers/01_distillation.ipynb #d03faf92
+# %% ../../nbs/papers/01_distillation.ipynb #ad87e761
 ROAR = {"smoke": dict(fractions=(0.2, 0.5), epochs=3, batch=64, n_train=512, lr=3e-3),
         "cpu": dict(fractions=(0.3, 0.7), epochs=4, batch=32, n_train=1200, lr=1e-2),
         "paper": dict(fractions=(0.1, 0.3, 0.5, 0.7, 0.9), epochs=30, batch=32, n_train=None, lr=1e-3)}
@@ -520,7 +522,8 @@ def roar_experiment(S: DistillSetup, epochs: int | None = None) -> SimpleNamespa
     from attribkit.metrics import roar, multilabel_map
     from attribkit.models import train
     C = S.cfg
-    R = ROAR[S.scale] | ({"epochs": 1, "batch": C["batch"]} if S.dry_run else {}) | ({"epochs": int(epochs)} if epochs else {})
+    dry = {"epochs": 1, "batch": C["batch"], "fractions": ROAR[S.scale]["fractions"][::len(ROAR[S.scale]["fractions"]) - 1]}
+    R = ROAR[S.scale] | (dry if S.dry_run else {}) | ({"epochs": int(epochs)} if epochs else {})   # dry run: first and last fraction
     F = R["fractions"]
     xtr, xte = _roar_data(S, R["n_train"])
     score = lambda z, y: 100 * multilabel_map(z, y, average="sample")
