@@ -18,11 +18,10 @@ from . import distributed
 import attribkit.attr.cam  # registers gradcam, the evaluation map
 
 # %% auto #0
-__all__ = ['DISTILL_METHODS', 'VGG16_PRUNE_PATTERN', 'DISTILL_SCALES', 'VGG6_CFG', 'forward_with_activation', 'swa_map',
-           'ewa_map', 'channel_drop_mask', 'normalized_map', 'attribution_matching_loss', 'multilabel_kd_loss',
-           'multiclass_kd_loss', 'teacher_targets', 'distill', 'conv_names', 'conv_rates', 'l1_filter_prune',
-           'magnitude_masks', 'apply_masks', 'sparsity', 'iterative_magnitude_prune', 'evaluate_compression',
-           'DistillSetup', 'intensity_map', 'distill_setup']
+__all__ = ['DISTILL_VARIANTS', 'forward_with_activation', 'swa_map', 'ewa_map', 'channel_drop_mask', 'normalized_map',
+           'attribution_matching_loss', 'multilabel_kd_loss', 'multiclass_kd_loss', 'teacher_targets', 'distill',
+           'conv_names', 'conv_rates', 'l1_filter_prune', 'magnitude_masks', 'apply_masks', 'sparsity',
+           'iterative_magnitude_prune', 'evaluate_compression']
 
 # %% ../nbs/13_distill.ipynb #95d5f5b4
 def forward_with_activation(model: nn.Module, layer: str | nn.Module, inputs: Tensor) -> tuple[Tensor, Tensor]:
@@ -83,9 +82,9 @@ def multiclass_kd_loss(student_logits: Tensor, teacher_logits: Tensor, labels: T
     return alpha * kd * T * T + (1 - alpha) * F.cross_entropy(student_logits, labels)
 
 # %% ../nbs/13_distill.ipynb #715f296b
-def _student_teacher_maps(method, student, teacher, s_layer, t_layer, x, p, gen, cached=None):
+def _student_teacher_maps(variant, student, teacher, s_layer, t_layer, x, p, gen, cached=None):
     "Student logits, teacher logits, student map and (detached) teacher map; `cached` = the teacher's (logits, A, α) of this batch."
-    if method == "ewa":
+    if variant == "ewa":
         if cached is not None: t_logits, t_act = cached[0], cached[1]
         else:
             with torch.no_grad(): t_logits, t_act = forward_with_activation(teacher, t_layer, x)
@@ -96,7 +95,7 @@ def _student_teacher_maps(method, student, teacher, s_layer, t_layer, x, p, gen,
         with torch.enable_grad():  # the frozen teacher needs a graph from its input to take ∂z_c/∂A
             t_logits, t_act = forward_with_activation(teacher, t_layer, x.detach().requires_grad_(True))
     c = t_logits.detach().argmax(1)              # the teacher's top-1 class, for both networks
-    mask = channel_drop_mask(t_act.shape[1], p, gen, x.device) if method == "sswa" else None
+    mask = channel_drop_mask(t_act.shape[1], p, gen, x.device) if variant == "sswa" else None
     if cached is not None:
         a = t_act if mask is None else t_act * mask
         t_map = F.relu((alpha * a).sum(1, keepdim=True))
@@ -124,18 +123,18 @@ def teacher_targets(teacher: nn.Module, layer: str | nn.Module | None, inputs: T
     if layer is None: return torch.cat(zs), None, None
     return torch.cat(zs), torch.cat(acts), torch.cat(alphas)
 
-DISTILL_METHODS = ("naive", "none", "ewa", "swa", "sswa")
+DISTILL_VARIANTS = ("naive", "none", "ewa", "swa", "sswa")   # the distillation kinds
 
-def distill(teacher: nn.Module, student: nn.Module, train_data, method: str = "sswa", teacher_layer: str | nn.Module | None = None,
+def distill(teacher: nn.Module, student: nn.Module, train_data, variant: str = "sswa", teacher_layer: str | nn.Module | None = None,
             student_layer: str | nn.Module | None = None, epochs: int = 10, lr: float = 0.1, momentum: float = 0.0,
             weight_decay: float = 1e-4, batch_size: int = 64, milestones: Sequence[int] = (), transfer_weight: float = 100.0,
             drop_percent: float = 0.3, T: float = 4.0, alpha: float = 0.9, kd: bool = True, warmup: int = 0,
             grad_masks: dict[str, Tensor] | None = None, seed: int = 0, device="auto", progress: bool = True,
             checkpoint: str | os.PathLike | None = None, cache_teacher: bool = True) -> dict:
     "Train `student` from a frozen `teacher` with Naive-KD / EWA / SWA / SSWA (or `none`); returns the per-epoch loss history."
-    if method not in DISTILL_METHODS:
-        raise ValueError(f"`method` must be one of {', '.join(DISTILL_METHODS)}; got {method!r}")
-    matching = method not in ("naive", "none")
+    if variant not in DISTILL_VARIANTS:
+        raise ValueError(f"`variant` must be one of {', '.join(DISTILL_VARIANTS)}; got {variant!r}")
+    matching = variant not in ("naive", "none")
     if matching:
         if teacher_layer is None or student_layer is None:
             raise ValueError("`teacher_layer` and `student_layer` are required for ewa/swa/sswa")
@@ -164,7 +163,7 @@ def distill(teacher: nn.Module, student: nn.Module, train_data, method: str = "s
     net = distributed.ddp_wrap(student)                # forward through DDP; layers are looked up in `student`
     with model_scope(teacher, freeze=True) as t_model:
         student.train()
-        for ep in tqdm(range(ck["epoch"] if ck else 0, epochs), desc=f"distill[{method}]", disable=not (progress and distributed.is_main())):
+        for ep in tqdm(range(ck["epoch"] if ck else 0, epochs), desc=f"distill[{variant}]", disable=not (progress and distributed.is_main())):
             gen.manual_seed(distributed.epoch_seed(seed, ep))
             lam = transfer_weight * min(1.0, (ep + 1) / (warmup + 1))   # λ ramps up linearly over the warm-up epochs
             sums = torch.zeros(4, dtype=torch.float64)         # loss·n, task·n, aux·n, n
@@ -174,7 +173,7 @@ def distill(teacher: nn.Module, student: nn.Module, train_data, method: str = "s
                 part = None if cache is None else [None if c is None else c[idx].to(dev) for c in cache]
                 multilabel = y.is_floating_point()
                 if matching:
-                    s_logits, t_logits, s_map, t_map = _student_teacher_maps(method, net, t_model, student_layer,
+                    s_logits, t_logits, s_map, t_map = _student_teacher_maps(variant, net, t_model, student_layer,
                                                                                teacher_layer, x, drop_percent, gen, part)
                     aux = attribution_matching_loss(s_map, t_map)
                 else:
@@ -203,14 +202,12 @@ def distill(teacher: nn.Module, student: nn.Module, train_data, method: str = "s
 
 
 # %% ../nbs/13_distill.ipynb #e9debd07
-VGG16_PRUNE_PATTERN = (1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1)  # which of VGG-16's 13 convs the paper prunes
-
 def conv_names(model: nn.Module) -> list[str]:
     "Dotted names of the model's Conv2d layers in definition order."
     return [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d)]
 
-def conv_rates(model: nn.Module, p: float, pattern: Sequence[float] = VGG16_PRUNE_PATTERN) -> dict[str, float]:
-    "Per-conv pruning rates {name: p·pattern[i]} over the model's convs (default: the paper's VGG-16 pattern)."
+def conv_rates(model: nn.Module, p: float, pattern: Sequence[float]) -> dict[str, float]:
+    "Per-conv pruning rates {name: p·pattern[i]} over the model's convs (`pattern`: one weight per conv, e.g. the paper's VGG-16 pattern `attribkit.papers.distillation.VGG16_PRUNE_PATTERN`)."
     names = conv_names(model)
     if len(names) != len(pattern):
         raise ValueError(f"`pattern` has {len(pattern)} entries but the model has {len(names)} convs")
@@ -251,7 +248,7 @@ def sparsity(model: nn.Module, names: Sequence[str] | None = None) -> float:
     return float(sum(int((params[n] == 0).sum()) for n in names) / sum(params[n].numel() for n in names))
 
 def iterative_magnitude_prune(teacher: nn.Module, model: nn.Module, train_data, rounds: int = 16, rate: float = 0.2,
-                              method: str = "none", **finetune) -> tuple[nn.Module, dict[str, Tensor], list[dict]]:
+                              variant: str = "none", **finetune) -> tuple[nn.Module, dict[str, Tensor], list[dict]]:
     "Prune a copy of `model` to 1−(1−rate)^r sparsity in round r, fine-tuning with masked gradients via `distill(kd=False)`."
     rounds = check_positive_int(rounds, "rounds")
     if not 0.0 < rate < 1.0: raise ValueError(f"`rate` must lie in (0, 1), got {rate}")
@@ -260,7 +257,7 @@ def iterative_magnitude_prune(teacher: nn.Module, model: nn.Module, train_data, 
     for r in range(1, rounds + 1):
         masks = magnitude_masks(net, 1 - (1 - rate) ** r)
         apply_masks(net, masks)
-        h = distill(teacher, net, train_data, method, kd=False, grad_masks=masks, **finetune)
+        h = distill(teacher, net, train_data, variant, kd=False, grad_masks=masks, **finetune)
         histories.append(dict(round=r, sparsity=sparsity(net), **h))
     return net, masks, histories
 
@@ -310,139 +307,3 @@ def evaluate_compression(model: nn.Module, data, maps: dict | Sequence[str] | No
             out[name] = {"AUC": 100 * mask_auc(h, m).mean, "PointAcc": 100 * point_acc(h, m, im if accumulate else None).mean,
                          "AUC_obj": 100 * mask_auc(h, m, within=w).mean, "pairs": len(m)}
     return out
-
-# %% ../nbs/13_distill.ipynb #a3cb78ad
-DISTILL_SCALES = {
-    # built-in toy data, minutes: exercises every code path, not evidence
-    "smoke": dict(data="shapes", n_train=512, n_test=128, size=32, in_channels=3, num_classes=5, arch="vgg16_voc",
-                  teacher_width=8, widths={"x2": 16}, main="x2", teacher_epochs=20, epochs=6, seeds=2, lr=0.02, momentum=0.9,
-                  milestones=(5,), batch=32, match="features.23", eval_layer="features.22", lam=10.0, warmup=1),
-    # real data: Fashion-MNIST mosaics (64 px, multi-label, per-class masks), a small VGG-BN teacher, x2/x4/x8 students
-    "cpu": dict(data="fashion_mosaics", n_train=2000, n_test=400, size=64, in_channels=1, num_classes=10, arch="vgg6_bn",
-                teacher_width=4, widths={"x2": 8}, main="x2", teacher_epochs=10, n_distill=1200, epochs=6, seeds=3,
-                lr=0.02, momentum=0.9, milestones=(5,), batch=64, match="features.21", eval_layer="features.20", lam=10.0,
-                warmup=1),
-    # the paper: VOC 2012, VGG-16-BN teacher (ImageNet-initialised, fine-tuned), x4 students, 350 epochs, 5 runs
-    "paper": dict(data="voc2012", size=227, in_channels=3, num_classes=20, arch="vgg16_voc", teacher_width=1,
-                  widths={"x2": 2, "x4": 4, "x8": 8}, main="x4", teacher_epochs=60, epochs=350, seeds=5, lr=0.1, momentum=0.9,
-                  milestones=(150, 200, 250), batch=64, match="features.43", eval_layer="features.42", lam=100.0, warmup=0),
-}
-VGG6_CFG = [32, "M", 64, "M", 128, 128, "M", 256, 256, "M"]   # `arch="vgg6_bn"`: six 3×3 conv-BN-ReLU, four max-pools
-
-def _arch(arch: str, num_classes: int, width: int, in_channels: int, size: int) -> tuple[Callable, dict]:
-    "Model function and config of a teacher/student: the paper's VOC VGG-16-BN or the 6-conv VGG-BN stand-in."
-    from attribkit.models import vgg16_voc, vgg16_bn_cifar
-    if arch == "vgg16_voc":
-        return vgg16_voc, dict(num_classes=num_classes, width_div=width, in_channels=in_channels, input_size=size)
-    if arch == "vgg6_bn":
-        return vgg16_bn_cifar, dict(num_classes=num_classes, in_channels=in_channels, input_size=size, width=width, cfg=VGG6_CFG)
-    raise ValueError(f"unknown `arch` {arch!r}")
-
-class DistillSetup:
-    "Data, cached teacher and cached students of one scale of the seed-000 repro notebooks (see `distill_setup`)."
-    def __init__(self, **kw): self.__dict__.update(kw)
-
-    def net(self, width: int) -> nn.Module:
-        "A fresh (seeded by the caller) student/teacher architecture at width divisor `width`."
-        fn, config = _arch(self.cfg["arch"], self.num_classes, width, self.cfg["in_channels"], self.cfg["size"])
-        return fn(**config)
-
-    def student(self, s: int, method: str, width: str | None = None, lam: float | None = None, warmup: int | None = None,
-                epochs: int | None = None, head_init: str = "default") -> nn.Module:
-        "Student `width` ('x2'/'x4'/'x8', default the main one) distilled with `method`, seed `s`, through the checkpoint cache."
-        if head_init not in ("default", "normal0.01"): raise ValueError(f"`head_init` must be 'default' or 'normal0.01', got {head_init!r}")
-        from attribkit.core import atomic_save
-        from attribkit.models import cache_dir, cache_key
-        C = self.cfg
-        width = width or C["main"]
-        lam = C["lam"] if lam is None else float(lam)
-        warmup = C["warmup"] if warmup is None else int(warmup)
-        epochs = C["epochs"] if epochs is None else int(epochs)
-        fn, config = _arch(C["arch"], self.num_classes, C["widths"][width], C["in_channels"], C["size"])
-        recipe = dict(method=method, layer=C["match"], epochs=epochs, lr=C["lr"], momentum=C["momentum"], weight_decay=1e-4,
-                      batch_size=C["batch"], milestones=list(C["milestones"]), transfer_weight=lam, drop_percent=0.3,
-                      warmup=warmup, head_init=head_init, n_distill=len(self.distill_set))
-        path = cache_dir() / f"{cache_key(fn, config, f'{self.data_key}|teacher={self.teacher_key}', recipe, s)}.pt"
-        torch.manual_seed(s)
-        net = fn(**config)
-        for m in net.modules():         # the authors' students keep PyTorch's default Linear init (not N(0, 0.01))
-            if isinstance(m, nn.Linear) and head_init == "default": m.reset_parameters()
-        if path.exists():
-            ck = torch.load(path, map_location="cpu", weights_only=True)
-            net.load_state_dict(ck["state_dict"]); self.histories[method, width, lam, s, head_init, warmup] = ck["history"]
-            return net.to(self.device).eval()
-        h = distill(self.teacher, net, self.distill_set, method, C["match"], C["match"], epochs=epochs, lr=C["lr"],
-                    momentum=C["momentum"], weight_decay=1e-4, batch_size=C["batch"], milestones=C["milestones"],
-                    transfer_weight=lam, drop_percent=0.3, warmup=warmup, seed=s, device=self.device, progress=False)
-        self.histories[method, width, lam, s, head_init, warmup] = h
-        atomic_save({"state_dict": {k: v.detach().cpu() for k, v in net.state_dict().items()}, "history": h}, path)
-        return net.eval()
-
-    def loss_terms(self, method: str, width: str | None = None, lam: float | None = None) -> dict:
-        "Last-epoch task loss and λ·matching loss of the `method` students, mean over the seeds distilled or loaded here."
-        width, lam = width or self.cfg["main"], self.cfg["lam"] if lam is None else float(lam)
-        hs = [h for (m, w, l, _, i, u), h in self.histories.items() if (m, w, l, i, u) == (method, width, lam, "default", self.cfg["warmup"])]
-        return {"task": float(np.mean([h["task"][-1] for h in hs])), "lambda*matching": float(np.mean([lam * h["aux"][-1] for h in hs]))}
-
-    def scores(self, net: nn.Module, maps: dict | None = None, controls: bool = False) -> dict:
-        "`evaluate_compression` on the test set (Grad-CAM at the evaluation layer unless `maps`), plus random and input-intensity maps if `controls`."
-        maps = dict(maps) if maps is not None else {"gradcam": {"layer": self.cfg["eval_layer"], "channels": "one"}}
-        if controls: maps |= {"random": {}, "intensity": {"method": intensity_map}}
-        return evaluate_compression(net, self.eval_set, maps=maps, device=self.device)
-
-    def collapsed(self, r: dict) -> str:
-        "Why a model is at chance (F1 < 5 and less than half the teacher's mAP gain over the label prior), or '' when it is not."
-        if not hasattr(self, "teacher_map"):
-            self.teacher_map = evaluate_compression(self.teacher, self.eval_set, maps={}, device=self.device)["mAP"]
-        if r["F1"] < 5 and r["mAP"] - self.chance_map < 0.5 * (self.teacher_map - self.chance_map):
-            return (f"at chance: F1 {r['F1']:.1f}, mAP {r['mAP']:.1f} against the label prior's {self.chance_map:.1f} "
-                    f"and the teacher's {self.teacher_map:.1f}")
-        return ""
-
-def intensity_map(model: nn.Module, inputs: Tensor, target=None) -> Tensor:
-    "The trivial baseline map: the input's intensity (channel sum), ignoring the model and the class."
-    return inputs.detach().sum(1)
-
-def distill_setup(scale: str, data_root=None, device="auto", seed: int = 0, progress: bool = False, **overrides) -> DistillSetup:
-    "Data, teacher (trained once through the checkpoint cache) and student factory of the seed-000 repro notebooks at `scale`."
-    from torch.utils.data import TensorDataset
-    from attribkit.models import train_cached, cache_key
-    from attribkit import data as D
-    if scale not in DISTILL_SCALES: raise ValueError(f"`scale` must be one of {', '.join(DISTILL_SCALES)}, got {scale!r}")
-    C = DISTILL_SCALES[scale] | overrides
-    dev = resolve_device(device)
-    if C["data"] == "voc2012":
-        voc, seg = D.voc2012(data_root, "classification"), D.voc2012(data_root, "segmentation")
-        train_set, eval_set, num_classes, data_key = voc.train, seg.test, 20, "voc2012-train"
-        recipe = dict(epochs=C["teacher_epochs"], lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=1e-4, batch_size=64,
-                      loss="bce", schedule="step", milestones=[10, 30, 40])
-    else:
-        if C["data"] == "shapes":
-            d = D.shapes(n_train=C["n_train"], n_test=C["n_test"], size=C["size"], num_classes=C["num_classes"], seed=0)
-            train_set, eval_set = d.train, d.test
-        else:
-            train_set = D.fashion_mosaics("train", C["n_train"], size=C["size"], seed=0, data_root=data_root)
-            eval_set = D.fashion_mosaics("test", C["n_test"], size=C["size"], seed=0, data_root=data_root)
-        num_classes, data_key = C["num_classes"], f"{C['data']}-{C['n_train']}-{C['n_test']}-{C['size']}"
-        recipe = dict(epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce",
-                      schedule="cosine")
-    xy_train = TensorDataset(*train_set.tensors[:2]) if isinstance(train_set, TensorDataset) else train_set
-    fn, config = _arch(C["arch"], num_classes, C["teacher_width"], C["in_channels"], C["size"])
-    ckpt = Path(data_root) / "vgg16_voc_teacher.pt" if (scale == "paper" and data_root) else None
-    if ckpt is not None and ckpt.exists():   # an ImageNet-initialised teacher fine-tuned on VOC, as in the paper
-        teacher = fn(**config); teacher.load_state_dict(torch.load(ckpt, map_location="cpu"))
-        teacher_key = f"file:{ckpt.resolve()}@{ckpt.stat().st_mtime_ns}"
-    else:                                    # trained from scratch (cached)
-        teacher, _ = train_cached(fn, config, xy_train, data_key, recipe, seed=seed, device=dev, progress=progress)
-        teacher_key = cache_key(fn, config, data_key, recipe, seed)
-    teacher.to(dev).eval()
-    n = C.get("n_distill")                   # students distill on the first `n_distill` training images (all by default)
-    distill_set = TensorDataset(*(t[:n] for t in train_set.tensors)) if n and isinstance(train_set, TensorDataset) else train_set
-    from attribkit.metrics import multilabel_map
-    y = eval_set.tensors[1] if isinstance(eval_set, TensorDataset) else None
-    g = torch.Generator().manual_seed(seed)    # mAP of random scores: the label prior's level
-    chance = float(np.mean([100 * multilabel_map(torch.rand(y.shape, generator=g), y, average="sample") for _ in range(5)])) if y is not None else float("nan")
-    return DistillSetup(distill_set=distill_set, chance_map=chance, scale=scale, cfg=C, device=dev, seeds=[seed + i for i in range(C["seeds"])], train_set=train_set,
-                        eval_set=eval_set, num_classes=num_classes, data_name=C["data"], data_key=data_key, teacher=teacher,
-                        teacher_key=teacher_key, teacher_recipe=recipe, histories={})
-

@@ -7,7 +7,8 @@ from torch import nn
 from attribkit.distill import (forward_with_activation, swa_map, ewa_map, channel_drop_mask, attribution_matching_loss,
                                multilabel_kd_loss, multiclass_kd_loss, distill, _student_teacher_maps, conv_rates,
                                conv_names, l1_filter_prune, magnitude_masks, apply_masks, sparsity,
-                               iterative_magnitude_prune, evaluate_compression, VGG16_PRUNE_PATTERN)
+                               iterative_magnitude_prune, evaluate_compression)
+from attribkit.papers.distillation import VGG16_PRUNE_PATTERN
 from attribkit.core import attribute
 
 
@@ -84,9 +85,9 @@ def test_sswa_zeroes_teacher_channels_after_gradient_and_p0_equals_swa():
 def test_distill_sswa_p0_equals_swa():
     x, y = _data()
     runs = []
-    for method in ("swa", "sswa"):
+    for variant in ("swa", "sswa"):
         torch.manual_seed(0); teacher, student = _net(8), _net(4)
-        h = distill(teacher, student, (x, y), method, "2", "2", epochs=2, batch_size=8, drop_percent=0.0, progress=False)
+        h = distill(teacher, student, (x, y), variant, "2", "2", epochs=2, batch_size=8, drop_percent=0.0, progress=False)
         runs.append((h, student.state_dict()))
     assert runs[0][0] == runs[1][0]
     for k, v in runs[0][1].items(): torch.testing.assert_close(v, runs[1][1][k])
@@ -153,10 +154,10 @@ def test_matching_gradient_flows_through_alpha_and_A():
 def test_matching_loss_changes_student_conv_weights():
     x, y = _data()
     out = {}
-    for method in ("naive", "swa", "ewa"):
+    for variant in ("naive", "swa", "ewa"):
         torch.manual_seed(0); teacher, student = _net(8), _net(4)
-        h = distill(teacher, student, (x, y), method, "2", "2", epochs=1, batch_size=8, progress=False)
-        out[method] = (student[0].weight.detach().clone(), h)
+        h = distill(teacher, student, (x, y), variant, "2", "2", epochs=1, batch_size=8, progress=False)
+        out[variant] = (student[0].weight.detach().clone(), h)
     assert out["naive"][1]["aux"] == [0.0] and out["swa"][1]["aux"][0] > 0 and out["ewa"][1]["aux"][0] > 0
     assert not torch.allclose(out["naive"][0], out["swa"][0])
     assert not torch.allclose(out["naive"][0], out["ewa"][0])
@@ -183,13 +184,13 @@ def test_teacher_params_and_mode_unchanged():
 def test_bad_names_raise():
     x, y = _data()
     t, s = _net(8), _net(4)
-    with pytest.raises(ValueError, match="method"): distill(t, s, (x, y), "attention", "2", "2", progress=False)
+    with pytest.raises(ValueError, match="variant"): distill(t, s, (x, y), "attention", "2", "2", progress=False)
     with pytest.raises(ValueError, match="teacher_layer"): distill(t, s, (x, y), "swa", progress=False)
     with pytest.raises(ValueError, match="nope"): distill(t, s, (x, y), "swa", "nope", "2", progress=False)
     with pytest.raises(ValueError, match="drop_percent"): distill(t, s, (x, y), "sswa", "2", "2", drop_percent=1.5, progress=False)
     with pytest.raises(ValueError, match="grad_masks"):
         distill(t, s, (x, y), "none", grad_masks={"9.weight": torch.ones(1)}, progress=False)
-    with pytest.raises(ValueError, match="pattern"): conv_rates(t, 0.3)      # 1 conv vs 13 entries
+    with pytest.raises(ValueError, match="pattern"): conv_rates(t, 0.3, VGG16_PRUNE_PATTERN)      # 1 conv vs 13 entries
     with pytest.raises(ValueError, match="sparsity"): magnitude_masks(t, 1.0)
 
 
@@ -242,7 +243,7 @@ def test_magnitude_masks_global_threshold():
 def test_iterative_pruning_keeps_zeros():
     x, y = _data()
     net = _vgg((4, 4))
-    pruned, masks, hist = iterative_magnitude_prune(net, net, (x, y), rounds=2, method="swa", teacher_layer="6",
+    pruned, masks, hist = iterative_magnitude_prune(net, net, (x, y), rounds=2, variant="swa", teacher_layer="6",
                                                     student_layer="6", epochs=1, lr=0.05, momentum=0.9, batch_size=8,
                                                     progress=False)
     assert [h["round"] for h in hist] == [1, 2]
@@ -298,13 +299,13 @@ def test_evaluate_compression_other_maps_and_no_masks():
 
 
 # ---------------------------------------------------------------- teacher cache, warm-up, controls
-@pytest.mark.parametrize("method", ["naive", "ewa", "swa", "sswa"])
-def test_cached_teacher_targets_match_per_batch_teacher(method):
+@pytest.mark.parametrize("variant", ["naive", "ewa", "swa", "sswa"])
+def test_cached_teacher_targets_match_per_batch_teacher(variant):
     x, y = _data()
     runs = []
     for cache in (True, False):
         torch.manual_seed(0); teacher, student = _net(8), _net(4)
-        h = distill(teacher, student, (x, y), method, "2", "2", epochs=2, batch_size=8, cache_teacher=cache, progress=False)
+        h = distill(teacher, student, (x, y), variant, "2", "2", epochs=2, batch_size=8, cache_teacher=cache, progress=False)
         runs.append((h, student.state_dict()))
     for k in runs[0][0]: assert runs[0][0][k] == pytest.approx(runs[1][0][k], rel=1e-9, abs=1e-12)
     for k, v in runs[0][1].items(): torch.testing.assert_close(v, runs[1][1][k])
@@ -333,3 +334,26 @@ def test_evaluate_compression_controls_and_auc_among_objects():
     assert res["intensity"]["AUC"] == pytest.approx(100 * mask_auc(h, M[ii, kk]).mean, rel=1e-9)
     assert res["intensity"]["AUC_obj"] == pytest.approx(100 * mask_auc(h, M[ii, kk], within=M[ii].any(1)).mean, rel=1e-9)
     assert res["gradcam"]["pairs"] == res["intensity"]["pairs"] == len(ii)
+
+
+# ---------------------------------------------------------------- the paper module (attribkit.papers.distillation)
+def test_paper_module_constants_and_fake_weights(tmp_path):
+    from attribkit.papers import distillation as P, paper_files
+    from attribkit.models import vgg16_voc
+    assert P.PAPER_T1["SSWA"]["AUC"] == {"mean": 88.13, "std": 0.22, "n": 5}
+    assert P.flat(P.PAPER_T2)["Full (Teacher) EBP AUC"] == 84.2
+    assert paper_files("distill_roar") == ["VOCdevkit/VOC2012", P.TEACHER_FILE]
+    P.write_fake_weights(tmp_path)
+    net = vgg16_voc()
+    net.load_state_dict(torch.load(tmp_path / P.TEACHER_FILE, weights_only=True))
+
+
+def test_paper_compare_drops_collapsed_seeds():
+    from attribkit.papers.distillation import compare, diagnosis
+    a = [{"AUC": 80.0 + i, "collapsed": ""} for i in range(3)]
+    b = [{"AUC": 70.0 + 2 * i, "collapsed": ""} for i in range(3)]
+    assert compare("a >= b", a, b, "AUC")["verdict"] == "holds"
+    b[0]["collapsed"] = b[2]["collapsed"] = "at chance"
+    c = compare("a >= b", a, b, "AUC")
+    assert c["verdict"] == "not evaluable" and "at chance" in c["detail"]
+    assert "a >= b" in diagnosis([c])
