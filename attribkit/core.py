@@ -12,12 +12,12 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['get_layer', 'check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target',
-           'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad', 'activation_bytes',
-           'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks',
-           'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything',
-           'resolve_device', 'atomic_write', 'atomic_save', 'Attribution', 'register', 'available_methods',
-           'get_method', 'as_local', 'attribute', 'RandomAttribution']
+__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
+           'warn_once_per_call', 'check_call', 'find_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
+           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks', 'tuned_batch_size',
+           'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device',
+           'atomic_write', 'atomic_save', 'Attribution', 'register', 'available_methods', 'get_method', 'as_local',
+           'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -207,7 +207,6 @@ def find_layer(model: nn.Module, layer: nn.Module | str | None = None) -> nn.Mod
         raise ValueError(f"`layer` {layer!r} not found in the model; closest names: {close}")
     return names[layer]
 
-get_layer = find_layer  # temporary alias: attribkit.distill (nbs/13_distill.ipynb) still calls get_layer; remove after it moves
 
 # %% ../nbs/00_core.ipynb #72e67e35
 def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = False,

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm.auto import tqdm
-from .core import (as_loader, attribute, check_positive_int, chunks, get_layer, model_scope, resolve_device,
+from .core import (as_loader, attribute, check_positive_int, chunks, find_layer, model_scope, resolve_device,
                             seed_everything)
 from . import distributed
 import attribkit.attr.cam  # registers gradcam, the evaluation map
@@ -27,7 +27,7 @@ __all__ = ['DISTILL_VARIANTS', 'forward_with_activation', 'swa_map', 'ewa_map', 
 def forward_with_activation(model: nn.Module, layer: str | nn.Module, inputs: Tensor) -> tuple[Tensor, Tensor]:
     "Model logits and the output of `layer` (kept in the autograd graph; named in the unwrapped model when `model` is DDP); the hook lives only during this call."
     store = {}
-    h = get_layer(distributed.unwrap(model), layer).register_forward_hook(lambda m, i, o: store.__setitem__("a", o))
+    h = find_layer(distributed.unwrap(model), layer).register_forward_hook(lambda m, i, o: store.__setitem__("a", o))
     try: logits = model(inputs)
     finally: h.remove()
     return logits, store["a"]
@@ -138,7 +138,7 @@ def distill(teacher: nn.Module, student: nn.Module, train_data, variant: str = "
     if matching:
         if teacher_layer is None or student_layer is None:
             raise ValueError("`teacher_layer` and `student_layer` are required for ewa/swa/sswa")
-        get_layer(teacher, teacher_layer); get_layer(student, student_layer)  # unknown names fail here, listing close ones
+        find_layer(teacher, teacher_layer); find_layer(student, student_layer)  # unknown names fail here, listing close ones
     if not 0.0 <= drop_percent < 1.0: raise ValueError(f"`drop_percent` must lie in [0, 1), got {drop_percent}")
     if warmup < 0: raise ValueError(f"`warmup` must be >= 0 epochs, got {warmup}")
     params = dict(student.named_parameters())
@@ -299,7 +299,7 @@ def evaluate_compression(model: nn.Module, data, maps: dict | Sequence[str] | No
     heat = {k: [r["h"][k] for r in res if k in r["h"]] for k in maps}
     z, y = torch.cat(logits), torch.cat(labels)
     out = {"mAP": 100 * multilabel_map(z, y, average="sample"), "mAP_class": 100 * multilabel_map(z, y, average="class"),
-           "F1": 100 * multilabel_f1(z, y, threshold=0.5, on="logit", average="samples")}
+           "F1": 100 * multilabel_f1(z, y, threshold=0.5, on="logit", average="sample")}
     if masks:
         m, im, w = torch.cat(masks), torch.cat(ids), torch.cat(objs)
         for name in maps:

@@ -10,8 +10,8 @@ from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from attribkit import core
 from attribkit.metrics import (pixel_flipping, insertion_deletion, perturbation_rows, fill_values, removal_ranks,
-                               pointing_game, point_acc, mask_auc, roc_auc, multilabel_map, multilabel_f1, map_000,
-                               f1_000, roar, mprt, spearman, ssim, evaluate_pixel_flipping)
+                               pointing_game, point_acc, mask_auc, roc_auc, multilabel_map, multilabel_f1,
+                               roar, mprt, spearman, ssim, evaluate_pixel_flipping)
 
 D = torch.float64
 
@@ -220,7 +220,6 @@ def test_map_matches_sklearn_class_and_sample():
     ref = np.mean([average_precision_score(y[i], s[i]) for i in range(len(y))])
     assert abs(multilabel_map(ts, ty, "sample") - ref) < 1e-12
     assert abs(multilabel_map(ts, ty, average="sample") - average_precision_score(y, s, average="samples")) < 1e-12
-    with pytest.warns(DeprecationWarning, match="multilabel_map"): assert map_000(ts, ty) == multilabel_map(ts, ty, average="sample")
 
 
 def test_f1_matches_sklearn():
@@ -233,7 +232,6 @@ def test_f1_matches_sklearn():
         assert abs(multilabel_f1(ts, ty, 0.7, on="prob", average=avg) - ref) < 1e-12
     seed000 = f1_score(y, (s >= 0.5).astype(int), average="samples", zero_division=0)    # raw logit >= 0.5
     assert abs(multilabel_f1(ts, ty, threshold=0.5, on="logit", average="sample") - seed000) < 1e-12
-    with pytest.warns(DeprecationWarning, match="multilabel_f1"): assert abs(f1_000(ts, ty) - seed000) < 1e-12
     with pytest.warns(DeprecationWarning, match="average='sample'"):          # scikit-learn's spelling still works
         assert abs(multilabel_f1(ts, ty, on="logit", average="samples") - seed000) < 1e-12
 

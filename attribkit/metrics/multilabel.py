@@ -11,7 +11,7 @@ from ..core import check_inputs
 from .base import _check_choice, _check_mask, register_metric
 
 # %% auto #0
-__all__ = ['average_precision', 'multilabel_map', 'multilabel_f1', 'map_000', 'f1_000']
+__all__ = ['average_precision', 'multilabel_map', 'multilabel_f1']
 
 # %% ../../nbs/04c_metrics_multilabel.ipynb #cc2e76e3
 def average_precision(scores: Tensor, labels: Tensor) -> Tensor:
@@ -62,14 +62,3 @@ def multilabel_f1(scores: Tensor, labels: Tensor, threshold: float = 0.5, on: st
 register_metric("map_class", multilabel_map, True, "multi-label", "float", average="class")
 register_metric("map_sample", multilabel_map, True, "multi-label", "float", average="sample")
 register_metric("f1_sample", multilabel_f1, True, "multi-label", "float", average="sample")
-
-def map_000(scores: Tensor, labels: Tensor) -> float:
-    "Deprecated: `multilabel_map(scores, labels, average='sample')`."
-    warnings.warn("map_000 is deprecated; use multilabel_map(scores, labels, average='sample')", DeprecationWarning, stacklevel=2)
-    return multilabel_map(scores, labels, average="sample")
-
-def f1_000(logits: Tensor, labels: Tensor) -> float:
-    "Deprecated: `multilabel_f1(logits, labels, threshold=0.5, on='logit', average='sample')`."
-    warnings.warn("f1_000 is deprecated; use multilabel_f1(logits, labels, threshold=0.5, on='logit', average='sample')",
-                  DeprecationWarning, stacklevel=2)
-    return multilabel_f1(logits, labels, threshold=0.5, on="logit", average="sample")
