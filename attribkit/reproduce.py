@@ -14,7 +14,8 @@ from .report import record_results, fmt_counts, html_report, summary_markdown, t
 
 # %% auto #0
 __all__ = ['repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint', 'input_key', 'run_notebook',
-           'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks', 'parse_args', 'main']
+           'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks', 'parse_args', 'main',
+           'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -284,7 +285,16 @@ def list_notebooks(nbs_dir=None) -> str:
         lines += ["", f"{nb.stem} — {title}"]
         for name, p in pm.inspect_notebook(str(nb)).items():
             lines.append(f"    {name} = {p['default']}" + (f"    # {p['help']}" if p["help"] else ""))
+        files = _paper_files(nb.stem)
+        if files is not None:
+            lines.append("    paper scale reads under data_root: " + (", ".join(files) if files else "nothing"))
     return "\n".join(lines[1:])
+
+def _paper_files(name: str) -> list[str] | None:
+    "`attribkit.papers.paper_files(name)`, or None for a notebook without a paper module (yet)."
+    from attribkit.papers import paper_files
+    try: return paper_files(name)
+    except (ValueError, ImportError): return None
 
 def copy_notebooks(dest, nbs_dir=None) -> list[Path]:
     "Copy the repro notebooks to `dest` (created; existing files are kept, not overwritten); return the new paths."
@@ -298,15 +308,20 @@ def copy_notebooks(dest, nbs_dir=None) -> list[Path]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     "The command-line options of `attribkit-reproduce`."
     p = argparse.ArgumentParser(prog="attribkit-reproduce", description="Run the paper notebooks with papermill and summarise measured vs paper.")
-    p.add_argument("--scale", choices=SCALES, default="smoke", help="smoke (minutes, CPU, built-in data) | cpu | paper")
+    p.add_argument("--scale", choices=SCALES, default=None, help="smoke (minutes, CPU, built-in data; the default) | cpu | paper")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (file stems)")
-    p.add_argument("--data-root", default=None, help="folder with the papers' data sets (paper scale)")
+    p.add_argument("--data-root", default=None, help="folder with the papers' data sets (paper scale); with --dry-run: "
+                   "an empty or new folder to write the fake data into and keep (default: a temporary folder, removed)")
     p.add_argument("--device", default="auto", help="torch device passed to the notebooks (default: auto)")
     p.add_argument("--seed", type=int, default=0, help="seed passed to the notebooks")
     p.add_argument("--jobs", type=int, default=1, help="notebooks run at once, each in its own process (default 1)")
     p.add_argument("--nproc", type=int, default=1, help="processes for each notebook's distributed heavy steps "
                    "(attribkit.distributed.launch; default 1). Several machines: torchrun --nnodes M --nproc_per_node N -m attribkit.reproduce")
-    p.add_argument("--out", default="results", help="results folder (default: results/ at the repository root)")
+    p.add_argument("--out", default=None, help="results folder (default: results/ at the repository root; "
+                   "with --dry-run a new temporary folder, so a dry run never overwrites real results)")
+    p.add_argument("--dry-run", action="store_true", help="with --scale paper (implied): write format-faithful fake data "
+                   "and weights into a temporary data_root, run the notebooks' paper protocol on them with dry_run=True "
+                   "(a tiny budget), exit 1 if any fails")
     p.add_argument("--force", action="store_true", help="rerun notebooks whose inputs did not change")
     p.add_argument("--nbs-dir", default=None, help="folder of repro notebooks (default: nbs/repro of this repository, "
                    "else the notebooks shipped with the package)")
@@ -317,6 +332,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
     a = p.parse_args(argv)
     a.parameters = {k: parse_value(v) for k, v in a.parameters}
+    if a.dry_run and a.scale not in (None, "paper"): p.error(f"--dry-run runs the paper protocol: use --scale paper, not {a.scale}")
+    if a.dry_run and "dry_run" in a.parameters: p.error("--dry-run sets the parameter dry_run itself")
+    a.scale = a.scale or ("paper" if a.dry_run else "smoke")
+    if a.out is None and not a.dry_run: a.out = "results"
     if a.jobs < 1: p.error("--jobs must be >= 1")
     if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
@@ -330,18 +349,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.copy_notebooks:
             new = copy_notebooks(a.copy_notebooks, a.nbs_dir)
             print(f"copied {len(new)} notebooks to {Path(a.copy_notebooks).resolve()}"); return 0
-        recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
-                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
+        if a.dry_run:
+            recs, a.out, data_root = dry_run(a.nbs_dir, a.out, a.data_root, only=a.only, jobs=a.jobs, seed=a.seed,
+                                            device=a.device, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
+        else: recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
+                             only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
     if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports
     out = Path(a.out) if Path(a.out).is_absolute() else repo_root() / a.out
     print(terminal_table(recs))
     failed = [r["name"] for r in recs if r["status"] == "failed"]
+    if a.dry_run: print(f"dry run on fake data in {data_root}" + ("" if a.data_root else " (removed)"))
     print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([record_results(r) for r in recs]))}, "
           f"{time.perf_counter() - t0:.1f} s; "
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
     return 1 if failed else 0
+
+# %% ../nbs/20_reproduce.ipynb #0a278434
+def dry_run(nbs_dir=None, out=None, data_root=None, only: Sequence[str] | None = None, jobs: int = 1, seed: int = 0,
+            device: str = "auto", nproc: int = 1, figures=None, parameters: dict | None = None,
+            progress: bool = True) -> tuple[list[dict], Path, Path]:
+    "Run the notebooks' paper paths (`dry_run=True`) on fake data written to `data_root` (default: temporary, removed); return records, out and data_root."
+    import tempfile
+    from attribkit.fake_data import write_fake_data_root
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1: raise ValueError("--dry-run runs on one machine: start it without torchrun")
+    if "dry_run" in (parameters or {}): raise ValueError("the dry run sets the parameter `dry_run` itself")
+    if data_root is not None and Path(data_root).exists() and any(Path(data_root).iterdir()):
+        raise ValueError(f"--data-root {data_root} is not empty: the dry run writes fake data only into an empty or new folder")
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="attribkit-dryrun-out-"))
+    temp = data_root is None
+    root = Path(tempfile.mkdtemp(prefix="attribkit-dryrun-data-") if temp else data_root).resolve()
+    old_cache = os.environ.get("ATTRIBKIT_CACHE")
+    try:
+        write_fake_data_root(root, seed=seed)
+        os.environ["ATTRIBKIT_CACHE"] = str(root / ".cache")
+        recs = run_all(nbs_dir, out, scale="paper", seed=seed, device=device, data_root=str(root), only=only, jobs=jobs,
+                       force=True, progress=progress, nproc=nproc, figures=figures, parameters={**(parameters or {}), "dry_run": True})
+    finally:
+        if old_cache is None: os.environ.pop("ATTRIBKIT_CACHE", None)
+        else: os.environ["ATTRIBKIT_CACHE"] = old_cache
+        if temp: shutil.rmtree(root, ignore_errors=True)
+    return recs, out, root
 
 # %% ../nbs/20_reproduce.ipynb #8bb8327f
 #| eval: false
