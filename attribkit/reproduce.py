@@ -13,9 +13,9 @@ from .results import SCALES, load_results
 from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
 
 # %% auto #0
-__all__ = ['repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint', 'input_key', 'run_notebook',
-           'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks', 'parse_args', 'main',
-           'dry_run']
+__all__ = ['DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint',
+           'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks',
+           'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -75,8 +75,8 @@ def _first_line(src) -> str:
     lines = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#|")]
     return lines[0].strip() if lines else ""
 
-def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
-    "Run one notebook with papermill on kernel `python3`; return a record {name, status, wall_time, error, ...}."
+def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_timeout: float | None = None) -> dict:
+    "Run one notebook with papermill on kernel `python3` (each cell at most `cell_timeout` s); return a record {name, status, wall_time, error, ...}."
     import papermill as pm
     nb_path = Path(nb_path); name = nb_path.stem
     out_nb = Path(executed_dir) / nb_path.name; out_nb.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +88,7 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
     level = log.level; log.setLevel(logging.ERROR)   # papermill cannot parse `a = 1; b = 2` parameter lines and warns
     try:
         pm.execute_notebook(str(nb_path), str(out_nb), parameters=params, kernel_name="python3", cwd=str(cwd),
-                            progress_bar=False, log_output=False)
+                            progress_bar=False, log_output=False, execution_timeout=cell_timeout)
     except pm.PapermillExecutionError as e:
         src_nb = json.loads(nb_path.read_text(encoding="utf-8"))
         pi = parameters_cell(src_nb)
@@ -106,8 +106,8 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
 
 def _run_task(task: tuple) -> dict:
     "Process-pool entry point: run one notebook and never raise."
-    nb, params, ex_dir, res_dir, cwd = task
-    try: return run_notebook(nb, params, ex_dir, res_dir, cwd)
+    nb, params, ex_dir, res_dir, cwd, *timeout = task
+    try: return run_notebook(nb, params, ex_dir, res_dir, cwd, *timeout)
     except Exception as e:  # a crashed run must still give a record; Ctrl-C still stops the command
         return {"name": Path(nb).stem, "notebook": str(nb), "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
@@ -127,7 +127,8 @@ def _params(scale, data_root, device, seed, out: Path, parameters: dict | None) 
 
 def run_all(nbs_dir=None, out="results", scale: str = "smoke", seed: int = 0, device: str = "auto",
             data_root: str | None = None, only: Sequence[str] | None = None, jobs: int = 1, force: bool = False,
-            progress: bool = True, nproc: int = 1, figures=None, parameters: dict | None = None) -> list[dict]:
+            progress: bool = True, nproc: int = 1, figures=None, parameters: dict | None = None,
+            cell_timeout: float | None = None) -> list[dict]:
     "Run the repro notebooks, skipping unchanged ones unless `force`; write state, summary.md and the HTML report (figures in `figures`, default `<out>/figures`)."
     from tqdm.auto import tqdm
     if scale not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
@@ -141,14 +142,15 @@ def run_all(nbs_dir=None, out="results", scale: str = "smoke", seed: int = 0, de
            "ATTRIBKIT_FIGURES": str(fig_dir if fig_dir.is_absolute() else root / fig_dir)}   # read by figure_path/save_figure
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters)
+    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters,
+                         cell_timeout=cell_timeout)
     finally:
         for k, v in old.items():
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
 def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters=None,
-             dist_hooks=None) -> list[dict]:
+             dist_hooks=None, cell_timeout=None) -> list[dict]:
     from tqdm.auto import tqdm
     root = repo_root()
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
@@ -171,7 +173,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
                               "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
         bar.set_postfix_str(f"{rec['name']}: {rec['status']}"); bar.update(1)
-    tasks = {nb.stem: (str(nb), params, str(out / "executed"), str(out), str(root)) for nb, _ in todo}
+    tasks = {nb.stem: (str(nb), params, str(out / "executed"), str(out), str(root), cell_timeout) for nb, _ in todo}
     keys = {nb.stem: k for nb, k in todo}
     if jobs == 1 or len(todo) <= 1:
         bar = tqdm(total=len(notebooks), desc="notebooks", unit="nb", disable=not progress, initial=len(records))
@@ -330,12 +332,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list the notebooks with their parameters and what paper scale needs, then exit")
     p.add_argument("--copy-notebooks", metavar="DIR", default=None, help="copy the repro notebooks to DIR (to open and edit), then exit")
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
+    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"fail a notebook whose cell runs longer (default: no limit; {DRY_RUN_CELL_TIMEOUT:.0f} s with --dry-run)")
     a = p.parse_args(argv)
     a.parameters = {k: parse_value(v) for k, v in a.parameters}
     if a.dry_run and a.scale not in (None, "paper"): p.error(f"--dry-run runs the paper protocol: use --scale paper, not {a.scale}")
     if a.dry_run and "dry_run" in a.parameters: p.error("--dry-run sets the parameter dry_run itself")
     a.scale = a.scale or ("paper" if a.dry_run else "smoke")
     if a.out is None and not a.dry_run: a.out = "results"
+    if a.cell_timeout is None and a.dry_run: a.cell_timeout = DRY_RUN_CELL_TIMEOUT
     if a.jobs < 1: p.error("--jobs must be >= 1")
     if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
@@ -351,9 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"copied {len(new)} notebooks to {Path(a.copy_notebooks).resolve()}"); return 0
         if a.dry_run:
             recs, a.out, data_root = dry_run(a.nbs_dir, a.out, a.data_root, only=a.only, jobs=a.jobs, seed=a.seed,
-                                            device=a.device, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
+                                            device=a.device, nproc=a.nproc, figures=a.figures, parameters=a.parameters,
+                                            cell_timeout=a.cell_timeout)
         else: recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
-                             only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
+                             only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters,
+                             cell_timeout=a.cell_timeout)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
     if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports
@@ -367,9 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if failed else 0
 
 # %% ../nbs/20_reproduce.ipynb #0a278434
+DRY_RUN_CELL_TIMEOUT = 300.0   # seconds: a dry-run cell that takes longer ignores its tiny budget
+
 def dry_run(nbs_dir=None, out=None, data_root=None, only: Sequence[str] | None = None, jobs: int = 1, seed: int = 0,
             device: str = "auto", nproc: int = 1, figures=None, parameters: dict | None = None,
-            progress: bool = True) -> tuple[list[dict], Path, Path]:
+            progress: bool = True, cell_timeout: float | None = DRY_RUN_CELL_TIMEOUT) -> tuple[list[dict], Path, Path]:
     "Run the notebooks' paper paths (`dry_run=True`) on fake data written to `data_root` (default: temporary, removed); return records, out and data_root."
     import tempfile
     from attribkit.fake_data import write_fake_data_root
@@ -385,7 +394,8 @@ def dry_run(nbs_dir=None, out=None, data_root=None, only: Sequence[str] | None =
         write_fake_data_root(root, seed=seed)
         os.environ["ATTRIBKIT_CACHE"] = str(root / ".cache")
         recs = run_all(nbs_dir, out, scale="paper", seed=seed, device=device, data_root=str(root), only=only, jobs=jobs,
-                       force=True, progress=progress, nproc=nproc, figures=figures, parameters={**(parameters or {}), "dry_run": True})
+                       force=True, progress=progress, nproc=nproc, figures=figures, parameters={**(parameters or {}), "dry_run": True},
+                       cell_timeout=cell_timeout)
     finally:
         if old_cache is None: os.environ.pop("ATTRIBKIT_CACHE", None)
         else: os.environ["ATTRIBKIT_CACHE"] = old_cache
