@@ -96,6 +96,7 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
         rec.update(status="failed", cell=idx, cell_source=_first_line(e.source), error=f"{e.ename}: {e.evalue}")
     except Exception as e:
         rec.update(status="failed", error=f"{type(e).__name__}: {e}")
+        if type(e).__name__ == "CellTimeoutError": rec.update(_timed_out_cell(nb_path, out_nb, cell_timeout))
     finally: log.setLevel(level)
     rec["wall_time"] = round(time.perf_counter() - t0, 2)
     if rec["status"] == "ok":
@@ -103,6 +104,16 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
         except FileNotFoundError: rec.update(status="failed", error=f"the notebook wrote no results file {res.name} (call save_results)")
         except (ValueError, json.JSONDecodeError) as e: rec.update(status="failed", error=f"invalid results file {res.name}: {e}")
     return rec
+
+def _timed_out_cell(nb_path: Path, out_nb: Path, cell_timeout) -> dict:
+    "Where a cell timeout struck: the last cell papermill started in the executed copy, indexed as in the source notebook."
+    try: cells = json.loads(out_nb.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError): return {"error": f"CellTimeoutError: a cell ran longer than {cell_timeout:g} s"}
+    started = [i for i, c in enumerate(cells) if c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    i = started[-1] if started else None
+    injected = any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in cells[:i])
+    return {"cell": None if i is None else i - injected, "cell_source": None if i is None else _first_line(cells[i]["source"]),
+            "error": f"CellTimeoutError: the cell ran longer than {cell_timeout:g} s (--cell-timeout)"}
 
 def _run_task(task: tuple) -> dict:
     "Process-pool entry point: run one notebook and never raise."
