@@ -6,7 +6,7 @@ import pytest
 import attribkit
 from attribkit import data as D
 from attribkit.fake_data import write_fake_data_root
-from attribkit.reproduce import discover, list_notebooks, main, parameters_cell
+from attribkit.reproduce import discover, list_notebooks, main
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).parent / "fixtures" / "dry_run"
@@ -63,8 +63,8 @@ def test_list_names_paper_files(monkeypatch):
 def test_every_notebook_paper_path_dry_run():
     "`attribkit-reproduce --scale paper --dry-run --jobs 2` runs all repro notebooks' paper paths on fake data in ≤ 10 min."
     notebooks = discover(REPRO)
-    no_param = [nb.stem for nb in notebooks if "dry_run = " not in "".join(
-        json.loads(nb.read_text())["cells"][parameters_cell(json.loads(nb.read_text()))]["source"])]
+    import papermill as pm
+    no_param = [nb.stem for nb in notebooks if "dry_run" not in pm.inspect_notebook(str(nb))]
     assert not no_param, f"repro notebooks without a `dry_run` parameter: {no_param}"
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
