@@ -8,4 +8,4 @@ __all__ = []
 # %% ../nbs/09_api.ipynb #cca2f054
 __version__ = "0.1.0"
 from .core import attribute, as_local, available_methods, check_call, get_method, register, seed_everything
-from . import attr, dga, vsal  # register every attribution method by name
+from . import attr, dga, vsm  # register every attribution method by name

@@ -10,18 +10,13 @@ import torch
 from torch import nn, Tensor
 from tqdm.auto import tqdm
 from .core import (as_loader, as_local, atomic_save, check_inputs, check_model, check_positive_int, model_scope,
-                            per_channel_minmax, predict_target, resolve_target, target_grad)
+                            minmax, predict_target, resolve_target, target_grad)
 from .distributed import sharded_map
 
 # %% auto #0
-__all__ = ['CPU_SETUP', 'rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias',
-           'brew_matrix', 'nib_setup', 'mia_curves', 'unit_effects', 'grid_table']
+__all__ = ['rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias', 'brew_matrix']
 
 # %% ../nbs/10_mask.ipynb #6e850138
-def _minmax(a: Tensor) -> Tensor:
-    "Per-sample, per-channel MinMax; flat (N, D) inputs are treated as one channel."
-    return per_channel_minmax(a[:, None]).squeeze(1) if a.ndim == 2 else per_channel_minmax(a)
-
 def rescale_to_norm(z: Tensor, ref: Tensor) -> Tensor:
     "Rescale each sample of `z` to the L2 norm of the same sample of `ref` (zero samples stay zero)."
     nz, nr = z.flatten(1).norm(dim=1), ref.flatten(1).norm(dim=1)
@@ -43,7 +38,7 @@ def attribution_mask(model: nn.Module, inputs: Tensor, target=None, method: str 
     for _ in range(iterations):
         z = inputs * m_star
         a = local(model, rescale_to_norm(z, inputs) if rescale else z, t)
-        m_star = m_star * _minmax(a.detach())
+        m_star = m_star * minmax(a.detach(), min(a.ndim - 1, 2))   # per sample and channel; flat inputs: per sample
         masks.append(m_star)
     return torch.stack(masks) if return_all else m_star
 
@@ -86,7 +81,7 @@ def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi
                 if t is None: t = m(zin).argmax(1)  # "pred": the prediction on the clean input (captured too)
                 a = local(m, zin, t)
                 correct[i] = _hits(m, zin, tap, y)
-                m_star = m_star * _minmax(a.detach())
+                m_star = m_star * minmax(a.detach(), min(a.ndim - 1, 2))   # per sample and channel; flat inputs: per sample
                 z = x * m_star
             zin = rescale_to_norm(z, x) if rescale else z
             tap.expect(None)
@@ -128,71 +123,3 @@ def brew_matrix(model: nn.Module, inputs: Tensor) -> Tensor:
         k = m(inputs[:1]).shape[1]
     with model_scope(model) as m:
         return torch.stack([target_grad(m, inputs, c) for c in range(k)], 1)
-
-# %% ../nbs/10_mask.ipynb #88acdad1
-CPU_SETUP = dict(n_train=3000, n_test=1000, width=16, epochs=2, lr=3e-3, batch_size=64)
-
-def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset: str = "cifar10", seed: int = 0,
-              device="cpu", layer_bias: bool = False, bn_bias: bool = False, progress: bool = True):
-    "A trained NIB VGG (`cfg`, optional Table-5 biases) and its DataSplits for a reproduction `scale` (see above)."
-    from attribkit import data, models
-    flags = dict(layer_bias=layer_bias, bn_bias=bn_bias)
-    if scale not in ("smoke", "cpu", "paper"): raise ValueError(f"`scale` must be smoke, cpu or paper, got {scale!r}")
-    if scale == "cpu":
-        from torch.utils.data import TensorDataset
-        s = CPU_SETUP
-        full = data.fashion_mnist(data_root, size=32, channels=1)
-        head = lambda d, n: TensorDataset(*(t[:n] for t in d.tensors))
-        splits = full._replace(train=head(full.train, s["n_train"]), test=head(full.test, s["n_test"]))
-        config = dict(cfg=cfg, num_classes=10, in_channels=1, input_size=32, width=s["width"], dropout=0.0, init="kaiming",
-                      **flags)
-        recipe = dict(epochs=s["epochs"], lr=s["lr"], optimizer="adam", weight_decay=0.0, batch_size=s["batch_size"],
-                      schedule="cosine")
-        key = f"fashion_mnist-size32-ch1-norm-train{s['n_train']}"
-    elif scale == "paper":
-        splits = getattr(data, dataset)(data_root, augment=True, stats="attribution_mask")
-        epochs, ms = (70, (60,)) if dataset == "cifar10" else (175, (100, 150))
-        config = dict(cfg=cfg, num_classes=splits.num_classes, width=1, **flags)
-        recipe = dict(epochs=epochs, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352,
-                      schedule="step", milestones=ms)
-        key = f"{dataset}-attribution_mask-augment"
-    else:
-        splits = data.digits()
-        config = dict(models.DIGITS_NIB_CONFIG, cfg=cfg, width=16, **flags)
-        recipe = dict(models.DIGITS_NIB_RECIPE, epochs=8, lr=5e-3, batch_size=128)
-        key = "digits-size32-ch3-norm-seed0"
-    model, _ = models.train_cached(models.nib_vgg, config, splits.train, key, recipe, seed=seed, device=device,
-                                   progress=progress)
-    return model.to(device).eval(), splits
-
-def mia_curves(model: nn.Module, data, methods: dict, iterations: int = 10, batch_size: int = 128,
-               rescale: bool = False, seed: int = 0, progress: bool = True, target: str = "label",
-               per_sample: bool = False) -> dict:
-    "Q_0..Q_I per method (name → registry name, callable, or (name, kwargs)); 'random' draws a fresh field every iteration; `per_sample`: (I+1, N) hits."
-    out = {}
-    for name, method in tqdm(methods.items(), desc="methods", disable=not progress):
-        if isinstance(method, tuple): method = as_local(method[0], **method[1])
-        q = masked_input_accuracy(model, data, method, iterations, target=target, batch_size=batch_size, rescale=rescale,
-                                  progress=False, seed=seed, per_sample=per_sample)
-        out[name] = q if per_sample else q.tolist()
-    return out
-
-def unit_effects(per_seed: list) -> tuple:
-    "Effects for `claims.claim` from per-seed vectors of per-image effects: per-seed means (units 'seeds') when ≥ 3 seeds, else the images of all seeds (units 'images')."
-    import numpy as np
-    v = [np.asarray(e.detach().cpu() if hasattr(e, "detach") else e, dtype=np.float64).ravel() for e in per_seed]
-    if len(v) >= 3: return np.array([e.mean() for e in v]), "seeds"
-    return np.concatenate(v), "images"
-
-def grid_table(measured: dict, paper: dict, cols, title: str = "", decimals: int = 1, col: str = "i = {}") -> str:
-    "A markdown table shaped like the paper's: a row per method/model, a column per iteration; cells 'measured ± se (paper)'."
-    def fmt(v):
-        if v is None: return "—"
-        if isinstance(v, dict):
-            return f"{v['mean']:.{decimals}f}" + (f" ± {v['se']:.{decimals}f}" if v.get("n", 1) > 1 else "")
-        return f"{v:.{decimals}f}"
-    rows = [f"| {r} | " + " | ".join(fmt(vals.get(k)) + (f" ({fmt(paper[r][k])})" if r in paper and paper[r].get(k) is not None else "")
-                                     for k in cols) + " |" for r, vals in measured.items()]
-    head = ([f"**{title}**", ""] if title else []) + ["| | " + " | ".join(col.format(k) for k in cols) + " |",
-                                                     "|---|" + "---:|" * len(cols)]
-    return "\n".join(head + rows)

@@ -15,10 +15,10 @@ from .core import atomic_save, check_positive_int, resolve_device
 from . import distributed
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'DIGITS_NIB_CONFIG', 'DIGITS_NIB_RECIPE', 'make_activation',
-           'Net', 'num_params', 'ScaleBatchNorm2d', 'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5',
-           'moons_mlp', 'BasicBlock', 'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate',
-           'cache_dir', 'cache_key', 'data_fingerprint', 'model_fingerprint', 'train_cached', 'digits_nib_vgg']
+__all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'make_activation', 'Net', 'num_params', 'ScaleBatchNorm2d',
+           'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5', 'moons_mlp', 'BasicBlock',
+           'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate', 'cache_dir', 'cache_key',
+           'data_fingerprint', 'model_fingerprint', 'train_cached']
 
 # %% ../nbs/02_models.ipynb #d620b1e4
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
@@ -442,13 +442,3 @@ def train_cached(model_fn: Callable[..., nn.Module], config: dict, train_data: D
                      "key": key}, path)
     distributed.barrier()
     return model, dict(hist, cached=False)
-
-# %% ../nbs/02_models.ipynb #e3cc6c3c
-DIGITS_NIB_CONFIG = dict(cfg="vgg16", num_classes=10, width=16, dropout=0.0, init="kaiming")
-DIGITS_NIB_RECIPE = dict(epochs=6, lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, schedule="cosine")
-
-def digits_nib_vgg(seed: int = 0, progress: bool = False, device="cpu", **overrides) -> tuple[nn.Module, dict]:
-    "The smoke NIB VGG16 (width 1/16) trained on `digits()`, through the checkpoint cache; `overrides` change the config."
-    from attribkit.data import digits
-    return train_cached(nib_vgg, dict(DIGITS_NIB_CONFIG, **overrides), digits().train, "digits-size32-ch3-norm-seed0",
-                        DIGITS_NIB_RECIPE, seed=seed, device=device, progress=progress)

@@ -181,10 +181,11 @@ def paper_table(measured: dict, paper: dict | None = None, cols=None, title: str
     def cell(r, k):
         ours, ref = measured.get(r, {}).get(k), paper.get(r, {}).get(k)
         return _cell(ours, decimals) + (f" ({_cell(ref, decimals)})" if ref is not None else "")
-    head = ([f"**{title}**", ""] if title else []) + [f"| {corner} | " + " | ".join(col.format(k) for k in cols) + " |",
+    esc = lambda v: str(v).replace("|", "\\|")   # a row or column name such as "PGxI (|∇|⊙z)" must not split cells
+    head = ([f"**{title}**", ""] if title else []) + [f"| {esc(corner)} | " + " | ".join(esc(col.format(k)) for k in cols) + " |",
                                                      "|---|" + "---:|" * len(cols)]
     note = ["", "Cells: ours ± standard error (paper's value)."] if paper else []
-    return "\n".join(head + [f"| {r} | " + " | ".join(cell(r, k) for k in cols) + " |" for r in rows] + note)
+    return "\n".join(head + [f"| {esc(r)} | " + " | ".join(cell(r, k) for k in cols) + " |" for r in rows] + note)
 
 def show_paper_table(measured: dict, paper: dict | None = None, cols=None, title: str = "", decimals: int = 1,
                      col: str = "{}", corner: str = ""):

@@ -7,7 +7,8 @@ import torch
 from attribkit.core import model_scope, target_grad
 from attribkit.data import digits
 from attribkit.mask import masked_input_accuracy
-from attribkit.models import DIGITS_NIB_CONFIG, nib_vgg
+from attribkit.models import nib_vgg
+from attribkit.papers.attribution_masks import DIGITS_NIB_CONFIG
 
 
 def timed(fn):

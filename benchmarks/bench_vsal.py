@@ -1,4 +1,4 @@
-"""Closed-form Kronecker KL (attribkit.vsal.kronecker_gaussian_kl) at 224×224: time and memory, against what the dense form needs.
+"""Closed-form Kronecker KL (attribkit.vsm.kronecker_gaussian_kl) at 224×224: time and memory, against what the dense form needs.
 
 The dense form (torch.distributions.MultivariateNormal with the HW×HW covariance κ_h⊗κ_w) is NOT allocated at 224×224;
 its memory is stated from its size, and its time is measured at small sizes where it fits, next to the closed form in the same run.
@@ -7,7 +7,7 @@ Usage: python benchmarks/bench_vsal.py [--batch 8] [--size 224] [--repeats 5] [-
 import argparse, statistics, time
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
-from attribkit.vsal import SoftTVPrior, kronecker_gaussian_kl
+from attribkit.vsm import SoftTVPrior, kronecker_gaussian_kl
 
 
 def timeit(fn, repeats, sync):

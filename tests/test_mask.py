@@ -3,7 +3,8 @@ import pytest, torch
 from torch import nn
 import attribkit
 from attribkit.core import attribute, target_grad
-from attribkit.mask import attribution_mask, implicit_bias, mask_dataset, masked_input_accuracy, mia_curves
+from attribkit.mask import attribution_mask, implicit_bias, mask_dataset, masked_input_accuracy
+from attribkit.papers.attribution_masks import mia_curves
 from attribkit.models import nib_vgg
 
 
@@ -135,3 +136,13 @@ def test_prediction_targeted_mia_starts_at_clean_accuracy():
     m, (x, y) = nib(), data()
     q = masked_input_accuracy(m, (x, y), "gxsi", 2, target="pred", progress=False)
     assert abs(float(q[0]) - float((m(x).argmax(1) == y).double().mean())) < 1e-6
+
+
+def test_paper_module_lists_every_mask_notebook_and_caps_the_dry_run():
+    from pathlib import Path
+    from attribkit.papers import attribution_masks as P
+    names = {p.stem for p in (Path(__file__).resolve().parents[1] / "nbs" / "repro").glob("mask_*.ipynb")}
+    assert set(P.PAPER_FILES) == names
+    b = P.budget("paper", dry_run=True)
+    assert b["seeds"] == 1 and max(b["n_mia"], b["n_mia_table2"], b["n_score"], b["n_test"]) <= 4
+    assert b["train_images"] <= 2 * b["train_batch"] and P.student_recipe("paper", dry_run=True)["epochs"] == 1

@@ -247,9 +247,10 @@ def test_digits_nib_vgg16_accuracy_and_completeness(tmp_path, monkeypatch):
     and sum(x * grad f_y) = f_y to 1e-4 relative on every test image; with layer biases the identity fails."""
     import copy
     from attribkit.data import digits
+    from attribkit.papers import attribution_masks as P          # the smoke model of the seed-003 notebooks
     monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path))        # empty cache: this test always trains
     t0 = time.perf_counter()
-    model, hist = M.digits_nib_vgg(seed=0)
+    model, hist = P.digits_nib_vgg(seed=0)
     seconds = time.perf_counter() - t0
     assert not hist["cached"] and not model.training
     d = digits()
@@ -262,7 +263,7 @@ def test_digits_nib_vgg16_accuracy_and_completeness(tmp_path, monkeypatch):
     assert acc >= 0.95
     assert gap32.max() < 1e-4 and gap64.max() < 1e-10
     # the same architecture with layer biases: trained NIB weights plus small biases -> completeness fails
-    biased = nib_vgg(**dict(M.DIGITS_NIB_CONFIG, layer_bias=True))
+    biased = nib_vgg(**dict(P.DIGITS_NIB_CONFIG, layer_bias=True))
     missing = biased.load_state_dict(model.state_dict(), strict=False).missing_keys
     assert missing and all(k.endswith("bias") for k in missing)
     torch.manual_seed(0)

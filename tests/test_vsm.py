@@ -1,11 +1,11 @@
-"Tests for attribkit.vsal: closed-form Kronecker KL vs the dense form, top-k operators, encoder, frozen classifier."
+"Tests for attribkit.vsm: closed-form Kronecker KL vs the dense form, top-k operators, encoder, frozen classifier."
 import copy
 import pytest
 import torch
 from torch import nn
 from torch.distributions import MultivariateNormal, kl_divergence
 from attribkit.core import attribute, available_methods
-from attribkit.vsal import (SoftTVPrior, SaliencyEncoder, VariationalSaliency, ar1_precision, gumbel_topk, hard_topk,
+from attribkit.vsm import (SoftTVPrior, SaliencyEncoder, VariationalSaliency, ar1_precision, gumbel_topk, hard_topk,
                             kronecker_gaussian_kl, sinkhorn_topk, topk_count, tv_precision)
 
 D64 = torch.float64
@@ -20,10 +20,11 @@ def dense_kl(mu, log_var, Ph, Pw):
     return kl_divergence(q, p).reshape(mu.shape[:-2])
 
 
-PRIORS = [SoftTVPrior("ar1", 0.9), SoftTVPrior("ar1", 0.3), SoftTVPrior("tv", 2.0), SoftTVPrior("tv", 0.1), SoftTVPrior("iid")]
+PRIORS = [SoftTVPrior("ar1", 0.9), SoftTVPrior("ar1", 0.3), SoftTVPrior("tv", 2.0), SoftTVPrior("tv", 0.1), SoftTVPrior("iid"),
+          SoftTVPrior("ar1", 0.9, "zero"), SoftTVPrior("tv", 2.0, "zero")]
 
 
-@pytest.mark.parametrize("prior", PRIORS, ids=lambda p: f"{p.kind}-{p.strength}")
+@pytest.mark.parametrize("prior", PRIORS, ids=lambda p: f"{p.kind}-{p.strength}-{p.boundary}")
 @pytest.mark.parametrize("hw", [(1, 1), (1, 5), (3, 4), (8, 8), (8, 2)])
 def test_kl_matches_dense(prior, hw):
     H, W = hw
@@ -192,3 +193,24 @@ def test_prior_samples_have_the_implied_covariance(prior):
     implied = torch.kron(kh, kw)
     emp = s.flatten(1).T @ s.flatten(1) / n
     assert torch.allclose(emp, implied, atol=6 * implied.diagonal().max().item() / n**0.5)
+
+
+@pytest.mark.parametrize("kind,strength", [("ar1", 0.9), ("tv", 4.0)])
+def test_zero_boundary_flattens_the_kl_optimum_of_nu(kind, strength):
+    "The mean-field KL optimum ν = 1/(P_h[i,i] P_w[j,j]) is brighter on the frame with free borders and flat with boundary='zero'."
+    for boundary, flat in (("free", False), ("zero", True)):
+        Ph, _, Pw, _ = SoftTVPrior(kind, strength, boundary).factors(6, 7, D64)
+        nu = 1 / (torch.diagonal(Ph)[:, None] * torch.diagonal(Pw)[None, :])
+        assert torch.allclose(nu, nu[3, 3].expand_as(nu)) == flat
+        if not flat: assert nu[0, 3] > nu[3, 3]
+    with pytest.raises(ValueError, match="boundary"): SoftTVPrior(kind, strength, "reflect")
+
+
+def test_encoder_padding_mode():
+    enc = SaliencyEncoder(3, width=0.125, padding_mode="replicate")
+    assert all(m.padding_mode == "replicate" for m in enc.modules() if isinstance(m, nn.Conv2d))
+    x = torch.randn(2, 3, 9, 9)
+    assert enc(x)[0].shape == (2, 9, 9)
+    clf = _tiny_classifier()
+    vsm = VariationalSaliency(clf, k=0.25, width=0.125, padding="replicate").fit(x, epochs=1, batch_size=2, progress=False)
+    assert all(m.padding_mode == "replicate" for m in vsm.encoder.modules() if isinstance(m, nn.Conv2d))
