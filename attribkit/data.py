@@ -17,8 +17,8 @@ from .core import check_positive_int
 # %% auto #0
 __all__ = ['SHAPE_NAMES', 'FASHION_MNIST_STATS', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_FILES', 'DEBIAN_FASHION_MNIST',
            'CIFAR_STATS', 'IMAGENET_STATS', 'VOC_STATS', 'VOC_CLASSES', 'DataSplits', 'digits', 'moons', 'shapes',
-           'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'cifar10', 'cifar100', 'imagenet_folder',
-           'VOCMultiLabel', 'voc2012']
+           'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'CIFARPickles', 'cifar10', 'cifar100',
+           'imagenet_folder', 'VOCMultiLabel', 'voc2012']
 
 # %% ../nbs/01_data.ipynb #beabf103
 class DataSplits(NamedTuple):
@@ -303,32 +303,48 @@ def _stats(stats, table: dict) -> tuple:
     return table[stats]
 
 # %% ../nbs/01_data.ipynb #53bd65e5
-def _cifar(data_root, folder: str, files: list[str], what: str, archive: str, dataset: str, num_classes: int,
-           augment: bool, stats: str, cls_name: str) -> DataSplits:
+class CIFARPickles(Dataset):
+    "One CIFAR split read from the official python pickles: `data` uint8 (N, 32, 32, 3), `targets`, `classes`; items as torchvision's CIFAR10."
+    def __init__(self, folder: Path, files: Sequence[str], meta: str, key: str, transform=None):
+        import pickle
+        def load(name: str) -> dict:
+            with open(Path(folder) / name, "rb") as f: return pickle.load(f, encoding="latin1")   # Python-2 pickles
+        parts = [load(f) for f in files]
+        self.data = np.vstack([p["data"] for p in parts]).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        self.targets = [int(t) for p in parts for t in p.get("labels", p.get("fine_labels", []))]
+        self.classes, self.transform = list(load(meta)[key]), transform
+    def __len__(self): return len(self.data)
+    def __getitem__(self, i: int):
+        from PIL import Image
+        img = Image.fromarray(self.data[i])
+        return (self.transform(img) if self.transform is not None else img), self.targets[i]
+
+def _cifar(data_root, folder: str, train: list[str], test: list[str], meta: tuple[str, str], what: str, archive: str,
+           dataset: str, num_classes: int, augment: bool, stats: str) -> DataSplits:
     root = _root(data_root)
-    _require(root / folder, files, what,
+    _require(root / folder, train + test + [meta[0]], what,
              f"Extract {archive} inside data_root so that data_root/{folder}/ holds these files")
-    import torchvision, torchvision.transforms as T
+    import torchvision.transforms as T
     mean, std = _stats(stats, CIFAR_STATS)
     norm = [T.ToTensor(), T.Normalize(mean, std)]
     tr = T.Compose(([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if augment else []) + norm)
-    ds = getattr(torchvision.datasets, cls_name)
-    return DataSplits(ds(str(root), train=True, transform=tr, download=False),
-                      ds(str(root), train=False, transform=T.Compose(norm), download=False), num_classes, mean, std, dataset)
+    return DataSplits(CIFARPickles(root / folder, train, *meta, transform=tr),
+                      CIFARPickles(root / folder, test, *meta, transform=T.Compose(norm)), num_classes, mean, std, dataset)
 
 def cifar10(data_root, augment: bool = True, stats: str = "neuron_merging") -> DataSplits:
     "CIFAR-10 from `data_root/cifar-10-batches-py` (the python version of the data set); never downloads."
-    return _cifar(data_root, "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"],
-                  "CIFAR-10", "cifar-10-python.tar.gz", "cifar10", 10, augment, stats, "CIFAR10")
+    return _cifar(data_root, "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"],
+                  ("batches.meta", "label_names"), "CIFAR-10", "cifar-10-python.tar.gz", "cifar10", 10, augment, stats)
 
 def cifar100(data_root, augment: bool = True, stats: str = "neuron_merging") -> DataSplits:
     "CIFAR-100 from `data_root/cifar-100-python` (the python version of the data set); never downloads."
-    return _cifar(data_root, "cifar-100-python", ["train", "test", "meta"], "CIFAR-100", "cifar-100-python.tar.gz",
-                  "cifar100", 100, augment, stats, "CIFAR100")
+    return _cifar(data_root, "cifar-100-python", ["train"], ["test"], ("meta", "fine_label_names"), "CIFAR-100",
+                  "cifar-100-python.tar.gz", "cifar100", 100, augment, stats)
 
 def imagenet_folder(data_root, split: str = "val", size: int = 224, resize: int = 256) -> Dataset:
-    "An ImageNet split stored as `data_root/<split>/<wnid>/*.JPEG` (ImageFolder layout), resized and centre-cropped."
-    folder = _root(data_root) / split
+    "An ImageNet split stored as `data_root/<split>/<wnid>/*.JPEG` or `data_root/imagenet/<split>/…` (ImageFolder layout), resized and centre-cropped."
+    root = _root(data_root)
+    folder = root / split if (root / split).is_dir() or not (root / "imagenet" / split).is_dir() else root / "imagenet" / split
     if not folder.is_dir() or not any(p.is_dir() for p in folder.iterdir()):
         raise FileNotFoundError(f"ImageNet {split} split not found: {folder} must hold one sub-folder per class "
                                 f"(e.g. {folder}/n01440764/*.JPEG, 1000 folders sorted by WordNet id) "

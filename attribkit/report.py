@@ -35,12 +35,14 @@ def record_results(rec: dict) -> dict | None:
     try: return load_results(rec["results"]) if rec.get("results") and rec["status"] != "failed" else None
     except Exception: return None
 
+_DRY_MD = " · **dry run** (fake data at a tiny budget: shows that the paper path runs; not evidence)"
+
 def summary_markdown(records: list[dict], params: dict, figures=None, figures_rel_to=".") -> str:
     "The text of summary.md for a list of run records (with each notebook's figure from `figures`, linked relative to `figures_rel_to`)."
     ok = sum(r["status"] != "failed" for r in records)
     rs = [record_results(r) for r in records]
     lines = ["# Reproduction summary", "",
-             f"scale `{params['scale']}` · seed {params['seed']} · device `{params['device']}` · "
+             f"scale `{params['scale']}`{_DRY_MD if params.get('dry_run') else ''} · seed {params['seed']} · device `{params['device']}` · "
              f"{ok}/{len(records)} notebooks ran · claims: {fmt_counts(verdict_counts(rs))}", "",
              f"machine: {machine()} · sum of the notebooks' wall times: "
              f"{sum(r.get('wall_time') or 0 for r in records) / 60:.1f} min", "",
@@ -90,7 +92,7 @@ def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
     exp = None
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>attribkit reproduction</title><style>{_CSS}</style></head><body>",
              "<h1>attribkit reproduction</h1>",
-             f"<p>scale <code>{html.escape(str(params['scale']))}</code> · seed {params['seed']} · "
+             f"<p>scale <code>{html.escape(str(params['scale']))}</code>{' · <strong>dry run</strong> (fake data)' if params.get('dry_run') else ''} · seed {params['seed']} · "
              f"device <code>{html.escape(str(params['device']))}</code> · "
              f"{sum(r['status'] == 'failed' for r in records)} of {len(records)} notebooks failed · "
              f"claims: {html.escape(fmt_counts(verdict_counts([record_results(r) for r in records])))}</p>"]

@@ -13,8 +13,9 @@ from .results import SCALES, load_results
 from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
 
 # %% auto #0
-__all__ = ['repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint', 'input_key', 'run_notebook',
-           'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks', 'parse_args', 'main']
+__all__ = ['DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint',
+           'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks',
+           'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -74,8 +75,8 @@ def _first_line(src) -> str:
     lines = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#|")]
     return lines[0].strip() if lines else ""
 
-def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
-    "Run one notebook with papermill on kernel `python3`; return a record {name, status, wall_time, error, ...}."
+def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_timeout: float | None = None) -> dict:
+    "Run one notebook with papermill on kernel `python3` (each cell at most `cell_timeout` s); return a record {name, status, wall_time, error, ...}."
     import papermill as pm
     nb_path = Path(nb_path); name = nb_path.stem
     out_nb = Path(executed_dir) / nb_path.name; out_nb.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
     level = log.level; log.setLevel(logging.ERROR)   # papermill cannot parse `a = 1; b = 2` parameter lines and warns
     try:
         pm.execute_notebook(str(nb_path), str(out_nb), parameters=params, kernel_name="python3", cwd=str(cwd),
-                            progress_bar=False, log_output=False)
+                            progress_bar=False, log_output=False, execution_timeout=cell_timeout)
     except pm.PapermillExecutionError as e:
         src_nb = json.loads(nb_path.read_text(encoding="utf-8"))
         pi = parameters_cell(src_nb)
@@ -95,6 +96,7 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
         rec.update(status="failed", cell=idx, cell_source=_first_line(e.source), error=f"{e.ename}: {e.evalue}")
     except Exception as e:
         rec.update(status="failed", error=f"{type(e).__name__}: {e}")
+        if type(e).__name__ == "CellTimeoutError": rec.update(_timed_out_cell(nb_path, out_nb, cell_timeout))
     finally: log.setLevel(level)
     rec["wall_time"] = round(time.perf_counter() - t0, 2)
     if rec["status"] == "ok":
@@ -103,10 +105,20 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd) -> dict:
         except (ValueError, json.JSONDecodeError) as e: rec.update(status="failed", error=f"invalid results file {res.name}: {e}")
     return rec
 
+def _timed_out_cell(nb_path: Path, out_nb: Path, cell_timeout) -> dict:
+    "Where a cell timeout struck: the last cell papermill started in the executed copy, indexed as in the source notebook."
+    try: cells = json.loads(out_nb.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError): return {"error": f"CellTimeoutError: a cell ran longer than {cell_timeout:g} s"}
+    started = [i for i, c in enumerate(cells) if c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    i = started[-1] if started else None
+    injected = any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in cells[:i])
+    return {"cell": None if i is None else i - injected, "cell_source": None if i is None else _first_line(cells[i]["source"]),
+            "error": f"CellTimeoutError: the cell ran longer than {cell_timeout:g} s (--cell-timeout)"}
+
 def _run_task(task: tuple) -> dict:
     "Process-pool entry point: run one notebook and never raise."
-    nb, params, ex_dir, res_dir, cwd = task
-    try: return run_notebook(nb, params, ex_dir, res_dir, cwd)
+    nb, params, ex_dir, res_dir, cwd, *timeout = task
+    try: return run_notebook(nb, params, ex_dir, res_dir, cwd, *timeout)
     except Exception as e:  # a crashed run must still give a record; Ctrl-C still stops the command
         return {"name": Path(nb).stem, "notebook": str(nb), "status": "failed", "error": f"{type(e).__name__}: {e}",
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
@@ -126,7 +138,8 @@ def _params(scale, data_root, device, seed, out: Path, parameters: dict | None) 
 
 def run_all(nbs_dir=None, out="results", scale: str = "smoke", seed: int = 0, device: str = "auto",
             data_root: str | None = None, only: Sequence[str] | None = None, jobs: int = 1, force: bool = False,
-            progress: bool = True, nproc: int = 1, figures=None, parameters: dict | None = None) -> list[dict]:
+            progress: bool = True, nproc: int = 1, figures=None, parameters: dict | None = None,
+            cell_timeout: float | None = None) -> list[dict]:
     "Run the repro notebooks, skipping unchanged ones unless `force`; write state, summary.md and the HTML report (figures in `figures`, default `<out>/figures`)."
     from tqdm.auto import tqdm
     if scale not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
@@ -140,14 +153,15 @@ def run_all(nbs_dir=None, out="results", scale: str = "smoke", seed: int = 0, de
            "ATTRIBKIT_FIGURES": str(fig_dir if fig_dir.is_absolute() else root / fig_dir)}   # read by figure_path/save_figure
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters)
+    try: return _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters,
+                         cell_timeout=cell_timeout)
     finally:
         for k, v in old.items():
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
 def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters=None,
-             dist_hooks=None) -> list[dict]:
+             dist_hooks=None, cell_timeout=None) -> list[dict]:
     from tqdm.auto import tqdm
     root = repo_root()
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
@@ -170,7 +184,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
                               "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
         bar.set_postfix_str(f"{rec['name']}: {rec['status']}"); bar.update(1)
-    tasks = {nb.stem: (str(nb), params, str(out / "executed"), str(out), str(root)) for nb, _ in todo}
+    tasks = {nb.stem: (str(nb), params, str(out / "executed"), str(out), str(root), cell_timeout) for nb, _ in todo}
     keys = {nb.stem: k for nb, k in todo}
     if jobs == 1 or len(todo) <= 1:
         bar = tqdm(total=len(notebooks), desc="notebooks", unit="nb", disable=not progress, initial=len(records))
@@ -284,7 +298,16 @@ def list_notebooks(nbs_dir=None) -> str:
         lines += ["", f"{nb.stem} — {title}"]
         for name, p in pm.inspect_notebook(str(nb)).items():
             lines.append(f"    {name} = {p['default']}" + (f"    # {p['help']}" if p["help"] else ""))
+        files = _paper_files(nb.stem)
+        if files is not None:
+            lines.append("    paper scale reads under data_root: " + (", ".join(files) if files else "nothing"))
     return "\n".join(lines[1:])
+
+def _paper_files(name: str) -> list[str] | None:
+    "`attribkit.papers.paper_files(name)`, or None for a notebook without a paper module (yet)."
+    from attribkit.papers import paper_files
+    try: return paper_files(name)
+    except (ValueError, ImportError): return None
 
 def copy_notebooks(dest, nbs_dir=None) -> list[Path]:
     "Copy the repro notebooks to `dest` (created; existing files are kept, not overwritten); return the new paths."
@@ -298,15 +321,20 @@ def copy_notebooks(dest, nbs_dir=None) -> list[Path]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     "The command-line options of `attribkit-reproduce`."
     p = argparse.ArgumentParser(prog="attribkit-reproduce", description="Run the paper notebooks with papermill and summarise measured vs paper.")
-    p.add_argument("--scale", choices=SCALES, default="smoke", help="smoke (minutes, CPU, built-in data) | cpu | paper")
+    p.add_argument("--scale", choices=SCALES, default=None, help="smoke (minutes, CPU, built-in data; the default) | cpu | paper")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (file stems)")
-    p.add_argument("--data-root", default=None, help="folder with the papers' data sets (paper scale)")
+    p.add_argument("--data-root", default=None, help="folder with the papers' data sets (paper scale); with --dry-run: "
+                   "an empty or new folder to write the fake data into and keep (default: a temporary folder, removed)")
     p.add_argument("--device", default="auto", help="torch device passed to the notebooks (default: auto)")
     p.add_argument("--seed", type=int, default=0, help="seed passed to the notebooks")
     p.add_argument("--jobs", type=int, default=1, help="notebooks run at once, each in its own process (default 1)")
     p.add_argument("--nproc", type=int, default=1, help="processes for each notebook's distributed heavy steps "
                    "(attribkit.distributed.launch; default 1). Several machines: torchrun --nnodes M --nproc_per_node N -m attribkit.reproduce")
-    p.add_argument("--out", default="results", help="results folder (default: results/ at the repository root)")
+    p.add_argument("--out", default=None, help="results folder (default: results/ at the repository root; "
+                   "with --dry-run a new temporary folder, so a dry run never overwrites real results)")
+    p.add_argument("--dry-run", action="store_true", help="with --scale paper (implied): write format-faithful fake data "
+                   "and weights into a temporary data_root, run the notebooks' paper protocol on them with dry_run=True "
+                   "(a tiny budget), exit 1 if any fails")
     p.add_argument("--force", action="store_true", help="rerun notebooks whose inputs did not change")
     p.add_argument("--nbs-dir", default=None, help="folder of repro notebooks (default: nbs/repro of this repository, "
                    "else the notebooks shipped with the package)")
@@ -315,8 +343,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list the notebooks with their parameters and what paper scale needs, then exit")
     p.add_argument("--copy-notebooks", metavar="DIR", default=None, help="copy the repro notebooks to DIR (to open and edit), then exit")
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
+    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"fail a notebook whose cell runs longer (default: no limit; {DRY_RUN_CELL_TIMEOUT:.0f} s with --dry-run)")
     a = p.parse_args(argv)
     a.parameters = {k: parse_value(v) for k, v in a.parameters}
+    if a.dry_run and a.scale not in (None, "paper"): p.error(f"--dry-run runs the paper protocol: use --scale paper, not {a.scale}")
+    if a.dry_run and "dry_run" in a.parameters: p.error("--dry-run sets the parameter dry_run itself")
+    a.scale = a.scale or ("paper" if a.dry_run else "smoke")
+    if a.out is None and not a.dry_run: a.out = "results"
+    if a.cell_timeout is None and a.dry_run: a.cell_timeout = DRY_RUN_CELL_TIMEOUT
     if a.jobs < 1: p.error("--jobs must be >= 1")
     if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
@@ -330,18 +365,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.copy_notebooks:
             new = copy_notebooks(a.copy_notebooks, a.nbs_dir)
             print(f"copied {len(new)} notebooks to {Path(a.copy_notebooks).resolve()}"); return 0
-        recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
-                       only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters)
+        if a.dry_run:
+            recs, a.out, data_root = dry_run(a.nbs_dir, a.out, a.data_root, only=a.only, jobs=a.jobs, seed=a.seed,
+                                            device=a.device, nproc=a.nproc, figures=a.figures, parameters=a.parameters,
+                                            cell_timeout=a.cell_timeout)
+        else: recs = run_all(a.nbs_dir, a.out, scale=a.scale, seed=a.seed, device=a.device, data_root=a.data_root,
+                             only=a.only, jobs=a.jobs, force=a.force, nproc=a.nproc, figures=a.figures, parameters=a.parameters,
+                             cell_timeout=a.cell_timeout)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
     if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports
     out = Path(a.out) if Path(a.out).is_absolute() else repo_root() / a.out
     print(terminal_table(recs))
     failed = [r["name"] for r in recs if r["status"] == "failed"]
+    if a.dry_run: print(f"dry run on fake data in {data_root}" + ("" if a.data_root else " (removed)"))
     print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([record_results(r) for r in recs]))}, "
           f"{time.perf_counter() - t0:.1f} s; "
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
     return 1 if failed else 0
+
+# %% ../nbs/20_reproduce.ipynb #0a278434
+DRY_RUN_CELL_TIMEOUT = 300.0   # seconds: a dry-run cell that takes longer ignores its tiny budget
+
+def dry_run(nbs_dir=None, out=None, data_root=None, only: Sequence[str] | None = None, jobs: int = 1, seed: int = 0,
+            device: str = "auto", nproc: int = 1, figures=None, parameters: dict | None = None,
+            progress: bool = True, cell_timeout: float | None = DRY_RUN_CELL_TIMEOUT) -> tuple[list[dict], Path, Path]:
+    "Run the notebooks' paper paths (`dry_run=True`) on fake data written to `data_root` (default: temporary, removed); return records, out and data_root."
+    import tempfile
+    from attribkit.fake_data import write_fake_data_root
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1: raise ValueError("--dry-run runs on one machine: start it without torchrun")
+    if "dry_run" in (parameters or {}): raise ValueError("the dry run sets the parameter `dry_run` itself")
+    if data_root is not None and Path(data_root).exists() and any(Path(data_root).iterdir()):
+        raise ValueError(f"--data-root {data_root} is not empty: the dry run writes fake data only into an empty or new folder")
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="attribkit-dryrun-out-"))
+    temp = data_root is None
+    root = Path(tempfile.mkdtemp(prefix="attribkit-dryrun-data-") if temp else data_root).resolve()
+    old_cache = os.environ.get("ATTRIBKIT_CACHE")
+    try:
+        write_fake_data_root(root, seed=seed)
+        os.environ["ATTRIBKIT_CACHE"] = str(root / ".cache")
+        recs = run_all(nbs_dir, out, scale="paper", seed=seed, device=device, data_root=str(root), only=only, jobs=jobs,
+                       force=True, progress=progress, nproc=nproc, figures=figures, parameters={**(parameters or {}), "dry_run": True},
+                       cell_timeout=cell_timeout)
+    finally:
+        if old_cache is None: os.environ.pop("ATTRIBKIT_CACHE", None)
+        else: os.environ["ATTRIBKIT_CACHE"] = old_cache
+        if temp: shutil.rmtree(root, ignore_errors=True)
+    return recs, out, root
 
 # %% ../nbs/20_reproduce.ipynb #8bb8327f
 #| eval: false

@@ -141,3 +141,17 @@ def test_index_screenshot_not_blank(runs, tmp_path):
     assert colors is not None and len(colors) > 50                     # text, table and the bar chart, not one flat colour
     # the figure's orange bar (tab:orange, #ff7f0e) is on screen, so the <img> loaded from the relative path
     assert any(abs(r - 255) < 20 and abs(g - 127) < 30 and b < 60 for _, (r, g, b) in colors)
+
+
+def test_cell_timeout_fails_the_notebook(tmp_path, monkeypatch):
+    "`--cell-timeout` (default 300 s in a dry run): a cell that runs longer fails its notebook instead of hanging the run."
+    from attribkit.reproduce import run_notebook
+    nb = {"cells": [{"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "execution_count": None, "outputs": [],
+                     "source": ["seed = 0"]},
+                    {"cell_type": "code", "id": "s", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": ["import time\n", "time.sleep(60)"]}],
+          "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "slow.ipynb").write_text(json.dumps(nb))
+    rec = run_notebook(tmp_path / "slow.ipynb", {"seed": 1}, tmp_path / "ex", tmp_path, tmp_path, cell_timeout=2)
+    assert rec["status"] == "failed" and rec["wall_time"] < 50, rec
+    assert (rec["error"], rec["cell"], rec["cell_source"]) == ("CellTimeoutError: the cell ran longer than 2 s (--cell-timeout)", 1, "import time")
