@@ -550,7 +550,7 @@ def figure(R: Run):
                     ax.plot(x, [np.nan if p is None else p for p in pv], mk, ms=11, mfc="none", color="gray" if v == "prune" else "k", label=f"{v} (paper)")
             ax.axhline(R.acc(subj, "baseline").mean(), color="gray", ls="--", lw=1, label="unpruned (ours)")
             ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
-            ax.set_xticks(x); ax.set_xlabel("pruning ratio (%)"); ax.set_title(subj or S.name, fontsize=9)
+            ax.set_xticks(x); ax.set_xlabel("pruning ratio (%)"); ax.set_title(subj, fontsize=9)
     else:
         fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4)); axes = [ax]
         x, w = np.arange(len(subs)), 0.8 / len(S.variants)
