@@ -268,3 +268,57 @@ def test_merge_warns_when_few_neurons_pass_threshold():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         merge(net, 0.5, threshold=None)      # merging every pruned neuron never warns
+
+
+# --- the paper layer (attribkit.papers.neuron_merging) ---------------------------------------------------------------
+from attribkit.papers import neuron_merging as nm
+from attribkit.papers import paper_files
+
+
+def test_paper_files_name_every_merging_notebook():
+    from pathlib import Path
+    stems = {p.stem for p in (Path(__file__).parent.parent / "nbs" / "repro").glob("merging_*.ipynb")}
+    assert set(nm.PAPER_FILES) == stems
+    assert paper_files("merging_lenet") == ["FashionMNIST/raw", "weights/lenet_300_100.pth"]
+
+
+def test_authors_lenet_checkpoint_round_trip(tmp_path):
+    from attribkit.models import lenet_300_100
+    torch.manual_seed(0); m0 = lenet_300_100(in_features=784, num_classes=10)
+    sd = dict(zip([f"ip{i}.{k}" for i in (1, 2, 3) for k in ("weight", "bias")], (p.detach() for p in m0.parameters())))
+    torch.save({"acc": 89.8, "state_dict": sd}, tmp_path / "ck.pth")
+    m1, acc = nm.load_authors_lenet(tmp_path / "ck.pth")
+    x = torch.randn(3, 784)
+    assert acc == 89.8 and torch.allclose(m1(x), m0(x))
+
+
+def test_setup_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown merging notebook"): nm.setup("merging_foo")
+    with pytest.raises(ValueError, match="`scale`"): nm.setup("merging_lenet", scale="big")
+    with pytest.raises(ValueError, match="dry_run"): nm.setup("merging_lenet", scale="smoke", dry_run=True)
+
+
+def test_paper_tables_have_the_papers_gains():
+    assert nm.PAPER_LENET["50%"]["gain"] == 0.29 and nm.PAPER_LENET["80%"]["gain"] == 13.26
+    assert nm.PAPER_MOBILENET["40%"]["gain"] == 1.32 and nm.PAPER_VGG16["l1"]["gain"] == 4.46
+    assert nm.PAPER_IMAGENET["ResNet 30%"]["gain"] == 23.04
+
+
+def test_run_table_claims_on_a_toy_lenet():
+    from attribkit.data import digits
+    from attribkit.models import lenet_300_100, train
+    data = digits(size=8, channels=1, normalize=False)
+    models = []
+    for s in (0, 1, 2):
+        torch.manual_seed(s); m = lenet_300_100(in_features=64, num_classes=10)
+        train(m, data.train, epochs=2, lr=1e-3, optimizer="adam", weight_decay=0.0, schedule=None, progress=False, device="cpu", seed=s)
+        models.append(m)
+    S = nm.Setup("toy", "smoke", {"": nm.Subject(models, [0.5, 0.8])}, data.test, nm.PAPER_LENET, "toy", "toy", [0, 1, 2], gap_claim=True)
+    R = nm.run(S)
+    measured, paper = nm.table(R)
+    assert list(measured) == ["50%", "80%"] and measured["50%"]["prune"]["n"] == 3
+    claims, diag = nm.claims(R)
+    assert len(claims) == 2 + 1 + 2 and all(c["claim"] in diag for c in claims)
+    assert R.diff("", "merge", "prune", 0.5).shape == (3,)            # seeds as units
+    flat_m, flat_p = nm.flat(measured, paper)
+    assert flat_p["gain | 80%"] == 13.26 and "random partner t=none | 50%" in flat_m
