@@ -20,8 +20,8 @@ __all__ = ['TABLE1', 'TABLE2_COLS', 'TABLE2', 'TABLE3_COLS', 'TABLE3', 'PAPER_IM
            'NOTEBOOK_MODELS', 'CONTROLS', 'SCORES', 'TABLE1_CLAIMS', 'TABLE2_CLAIMS', 'TABLE3_CLAIMS', 'FIG1_CLAIMS',
            'contradictions', 'flip_scores', 'paired_difference', 'model_label', 'smoke_setup', 'fashion_setup',
            'weights_file', 'load_paper_model', 'write_fake_weights', 'paper_images', 'budget', 'at_chance', 'dga_setup',
-           'dga_runs', 'Experiment', 'setup', 'gxi', 'control_methods', 'dga_method', 'compare_methods', 'run_methods',
-           'summarise', 'summarise_runs', 'seed_claim', 'versus_claims', 'flip_claims', 'table1_methods',
+           'dga_runs', 'Experiment', 'setup', 'gxi', 'control_methods', 'dga_method', 'on_model', 'compare_methods',
+           'run_methods', 'summarise', 'summarise_runs', 'seed_claim', 'versus_claims', 'flip_claims', 'table1_methods',
            'table2_methods', 'table3_methods', 'accuracy_cells', 'paper_cells', 'auc_rows', 'protocol_note',
            'flip_experiment', 'explain', 'diagnoses', 'rank_cells', 'rank_table', 'flip_figure', 'unnormalise',
            'object_masks', 'class_name', 'object_note', 'fig1_methods', 'object_shares', 'fig1_diagnoses',
@@ -177,12 +177,15 @@ PAPER_FILES["dga_moons_toy"] = []   # the toy's 2-D moons are generated at every
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #1f763533
 PAPER_SCALE_IMAGES = 1000
 BUDGETS = {   # per scale: images, seeds, DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks
-    "smoke": dict(n_images=32, n_seeds=1, n_steps=30, flip_steps=20, ig_steps=16, gig_steps=20, sg_samples=16, rise_masks=500),
-    "cpu": dict(n_images=32, n_seeds=3, n_steps=30, flip_steps=20, ig_steps=32, gig_steps=50, sg_samples=16, rise_masks=500),
+    "smoke": dict(n_images=32, n_seeds=1, n_steps=30, flip_steps=20, ig_steps=16, gig_steps=20, sg_samples=16, rise_masks=500,
+                  chunk=None),
+    "cpu": dict(n_images=32, n_seeds=3, n_steps=30, flip_steps=20, ig_steps=32, gig_steps=50, sg_samples=16, rise_masks=500,
+                chunk=None),
     "paper": dict(n_images=PAPER_SCALE_IMAGES, n_seeds=1, n_steps=30, flip_steps=20, ig_steps=50, gig_steps=200, sg_samples=50,
-                  rise_masks=4000),
-    "dry_run": dict(n_images=4, n_seeds=1, n_steps=3, flip_steps=4, ig_steps=4, gig_steps=4, sg_samples=2, rise_masks=8)}
-NOTEBOOK_IMAGES = {("dga_fig8_path", "smoke"): 8, ("dga_fig9_grid", "smoke"): 16}   # smaller smoke budgets
+                  rise_masks=4000, chunk=32),
+    "dry_run": dict(n_images=4, n_seeds=1, n_steps=3, flip_steps=4, ig_steps=4, gig_steps=4, sg_samples=2, rise_masks=8, chunk=32)}
+NOTEBOOK_IMAGES = {("dga_fig8_path", "smoke"): 8, ("dga_fig9_grid", "smoke"): 16,      # smaller smoke budgets
+                   ("dga_fig1_ablation", "paper"): 64, ("dga_fig8_path", "paper"): 32}  # the figures keep every map in memory
 NOTEBOOK_MODELS = {"dga_fig8_path": ["VGG-16"], "dga_fig9_grid": ["ResNet-18"]}      # the paper's figures use one model
 
 def budget(notebook: str = "", scale: str = "smoke", dry_run: bool = False, **overrides) -> dict:
@@ -202,12 +205,12 @@ def at_chance(acc: list, num_classes: int, margin: float = 0.05) -> str | None:
 
 def dga_setup(scale: str = "smoke", seed: int = 0, device="cpu", data_root=None, weights_path=None,
               n_images: int | None = None, names=None) -> dict:
-    "{paper model name: (model, images, labels)} for one seed: smoke = `smoke_setup` (shapes), cpu = `fashion_setup` (Fashion-MNIST) test images, paper = ImageNet val."
+    "{paper model name: (model, images, labels)} for one seed: smoke = `smoke_setup` (shapes), cpu = `fashion_setup` (Fashion-MNIST) test images, paper = ImageNet val (images on the CPU)."
     if scale not in ("smoke", "cpu", "paper"): raise ValueError(f"`scale` must be 'smoke', 'cpu' or 'paper', got {scale!r}")
     n = n_images or BUDGETS[scale]["n_images"]
     if scale == "paper":
-        return {k: (load_paper_model(k, weights_path, data_root).to(device), *[v.to(device) for v in paper_images(data_root, size, n, seed)])
-                for k, (_, size) in PAPER_MODELS.items() if names is None or k in names}
+        return {k: (load_paper_model(k, weights_path, data_root).to(device), *paper_images(data_root, size, n, seed))
+                for k, (_, size) in PAPER_MODELS.items() if names is None or k in names}   # images stay on the CPU: chunks go to the device
     models, ds = smoke_setup(seed, device, names=names) if scale == "smoke" else fashion_setup(seed, device, data_root, names=names)
     x, y = ds.test.tensors[0][:n].to(device), ds.test.tensors[1][:n].to(device)
     return {k: (m, x, y) for k, m in models.items()}
@@ -275,9 +278,19 @@ def dga_method(n_steps: int = 30, **kwargs):
     "DGA as a local-attribution callable (model, x, target) → map."
     return lambda m, x, t: DGA(m, n_steps=n_steps, **kwargs).attribute(x, t)
 
+def on_model(model: nn.Module, *ts: Tensor) -> tuple:
+    "The tensors `ts` on `model`'s device."
+    dev = next(model.parameters()).device
+    return tuple(t.to(dev) for t in ts)
+
 def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, seed: int = 0, control: bool = True,
-                    steps: int = FLIP_STEPS, fill="zero", failed: dict | None = None) -> dict:
-    "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control (a fresh random field per call, drawn from `seed`); with a `failed` dict, a method that raises is recorded there instead."
+                    steps: int = FLIP_STEPS, fill="zero", failed: dict | None = None, chunk: int | None = None) -> dict:
+    "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control (a fresh random field per call, drawn from `seed`); with a `failed` dict, a method that raises is recorded there instead; with `chunk`, the images go to the model's device `chunk` at a time (the chunk starting at image i seeded `seed + i`)."
+    if chunk and len(x) > chunk:
+        parts = [compare_methods(model, x[i:i + chunk], t[i:i + chunk], methods, seed + i, control, steps, fill, failed)
+                 for i in range(0, len(x), chunk)]
+        return {m: {k: torch.cat([p[m][k] for p in parts]) for k in parts[0][m]} for m in parts[0] if all(m in p for p in parts)}
+    x, t = on_model(model, x, t)
     res = {}
     for name, local in methods.items():
         torch.manual_seed(seed)
@@ -291,7 +304,7 @@ def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, seed:
     return res
 
 def run_methods(runs: list, seeds, methods: dict, failed: dict | None = None, **kwargs) -> dict:
-    "{model name: [`compare_methods` output per seed]} over the per-seed set-ups of `dga_runs` (`kwargs`: steps, fill, control); failures go to `failed[model][method]` when given."
+    "{model name: [`compare_methods` output per seed]} over the per-seed set-ups of `dga_runs` (`kwargs`: steps, fill, control, chunk); failures go to `failed[model][method]` when given."
     return {name: [compare_methods(*run[name], methods, seed=s, failed=None if failed is None else failed.setdefault(name, {}),
                                    **kwargs) for s, run in zip(seeds, runs)] for name in runs[0]}
 
@@ -390,7 +403,14 @@ def table3_methods(b: dict, seed: int = 0) -> dict:
         if name in spec and spec[name][0] in have: methods[name] = as_local(spec[name][0], **spec[name][1])
     return {**methods, "DGA": dga_method(b["n_steps"]), **control_methods()}
 
-# %% ../../nbs/papers/02_gradient_aggregation.ipynb #c6c99b6c
+# %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
+def _esc(s) -> str:
+    "A method name safe in a markdown table cell ('|G*I|' would end the cell and start italics)."
+    return str(s).replace("|", "\\|").replace("*", "\\*")
+
+def _esc_rows(rows: dict) -> dict:
+    return {r: {_esc(k): _esc(v) if isinstance(v, str) else v for k, v in row.items()} for r, row in rows.items()}
+
 def accuracy_cells(info: dict) -> dict:
     "Results cells '<model> | test accuracy' as {mean, se, n} over seeds."
     return {f"{name} | test accuracy": mean_se(a) for name, a in info["accuracy"].items()}
@@ -428,7 +448,7 @@ def flip_experiment(ex: Experiment, methods: dict, table: dict, spec: list, fill
     "Run `methods` on every model and seed of `ex` and return {'results', 'measured', 'paper', 'tables', 'claims', 'why', 'failed'}."
     from attribkit.results import paper_table
     failed = {}
-    results = run_methods(ex.runs, ex.seeds, methods, failed, steps=ex.flip_steps, fill=fill)
+    results = run_methods(ex.runs, ex.seeds, methods, failed, steps=ex.flip_steps, fill=fill, chunk=ex.chunk)
     measured = accuracy_cells(ex.info)
     cols = [c for c in dict.fromkeys([c for row in table.values() for c in row] + list(methods) + ["random"])]
     for name, res in results.items():
@@ -438,7 +458,7 @@ def flip_experiment(ex: Experiment, methods: dict, table: dict, spec: list, fill
                 measured[f"{name} | {c} | LeRF prob"] = measured[f"{name} | {c} | MoRF prob"] = "n/a (method not available)"
         for c, err in failed.get(name, {}).items(): measured[f"{name} | {c} | LeRF prob"] = f"failed: {err.split(':')[0]}"
     claims, why = flip_claims(results, spec, ex.chance)
-    tables = [paper_table(*auc_rows(ex, measured, table, s), cols=cols, decimals=3, corner="model, order",
+    tables = [paper_table(*map(_esc_rows, auc_rows(ex, measured, table, s)), cols=[_esc(c) for c in cols], decimals=3, corner="model, order",
                           title=f"{title}: pixel-flip AUC of the target's {'softmax probability' if s == 'prob' else 'logit'}"
                                 + (" (paper's value in brackets)" if s == "prob" else " (the paper reports none)"))
               for s in ("prob", "logit")]
@@ -492,7 +512,7 @@ def rank_table(ranks: dict) -> str:
     for k, v in ranks.items():
         name, _, col = k.split(" | ")
         rows.setdefault(name, {})[col] = v
-    return paper_table(rows, title="DGA's rank among all maps run (1 = best; by the mean over seeds, controls included)",
+    return paper_table(_esc_rows(rows), title="DGA's rank among all maps run (1 = best; by the mean over seeds, controls included)",
                        corner="model")
 
 def flip_figure(ex: Experiment, exp: dict, table: dict, title: str):
@@ -577,6 +597,7 @@ def object_shares(ex: Experiment, threshold: float = 0.1) -> dict:
     methods, maps, shares = fig1_methods(ex), {}, {}
     for s, run in zip(ex.seeds, ex.runs):
         for name, (model, x, y) in run.items():
+            x, y = on_model(model, x, y)
             torch.manual_seed(s)
             obj = object_masks(ex, x, y, threshold)
             a = {k: f(model, x, y).detach().cpu() for k, f in methods.items()}
@@ -591,7 +612,7 @@ def object_shares(ex: Experiment, threshold: float = 0.1) -> dict:
                                      [a - b for a, b in zip(sh[k], sh[ref])], detail="effect = difference of object shares",
                                      not_evaluable=ex.chance.get(name)))
     rows = {name: {k: _seed_cell(v) for k, v in sh.items()} for name, sh in shares.items()}
-    table = paper_table(rows, decimals=3, corner="model", title="Share of the positive attribution on the target object ↑ "
+    table = paper_table(_esc_rows(rows), decimals=3, corner="model", title="Share of the positive attribution on the target object ↑ "
                         "(the paper gives no numbers; ours ± SE)")
     return dict(maps=maps, shares=shares, measured=measured, claims=claims, table=table)
 
@@ -651,6 +672,7 @@ def path_concentration(ex: Experiment, threshold: float = 0.1) -> dict:
     late, probs, first, phi_share, area = {k: [] for k in seqs}, [], {}, [], []
     for s, run in zip(ex.seeds, ex.runs):
         model, x, y = run[name]
+        x, y = on_model(model, x, y)
         obj = object_masks(ex, x, y, threshold)
         for k, local in seqs.items():
             torch.manual_seed(s)
@@ -733,8 +755,8 @@ def grid_experiment(ex: Experiment, fill="zero") -> dict:
             if n == 1 and q != QS[0]: grid[(n, q)] = grid[(1, QS[0])]; continue  # N = 1 does not depend on q
             f = lambda m, x, t, n=n, q=q: DGA(m, n_steps=n, epc_ratio=q).attribute(x, t)
             grid[(n, q)] = [r[f"N={n}"] for r in run_methods(ex.runs, ex.seeds, {f"N={n}": f}, steps=ex.flip_steps, fill=fill,
-                                                              control=False)[name]]
-    ctrl = run_methods(ex.runs, ex.seeds, control_methods(), steps=ex.flip_steps, fill=fill)[name]
+                                                              control=False, chunk=ex.chunk)[name]]
+    ctrl = run_methods(ex.runs, ex.seeds, control_methods(), steps=ex.flip_steps, fill=fill, chunk=ex.chunk)[name]
     res = [dict(c, DGA=g) for c, g in zip(ctrl, grid[(N, 0.9)])]      # default DGA beside its controls
     measured = accuracy_cells(ex.info)
     for (n, q), sc in grid.items():
