@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #c791911e
 from __future__ import annotations
-import contextlib, inspect, itertools, math, os, random, sys, threading, uuid, warnings, weakref
+import contextlib, inspect, itertools, math, os, random, sys, threading, time, uuid, warnings, weakref
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 import numpy as np
@@ -12,11 +12,12 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
-           'warn_once_per_call', 'check_call', 'get_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
-           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'as_loader', 'per_channel_minmax',
-           'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution',
-           'register', 'available_methods', 'get_method', 'as_local', 'attribute', 'RandomAttribution']
+__all__ = ['get_layer', 'check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target',
+           'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad', 'activation_bytes',
+           'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks',
+           'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything',
+           'resolve_device', 'atomic_write', 'atomic_save', 'Attribution', 'register', 'available_methods',
+           'get_method', 'as_local', 'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -188,18 +189,25 @@ def check_call(model: nn.Module, inputs: Tensor, target=None, ndim: int | None =
     return None if target is None else resolve_target(target, len(inputs), k, inputs.device)
 
 # %% ../nbs/00_core.ipynb #25615d16
-def get_layer(model: nn.Module, layer: str | nn.Module) -> nn.Module:
-    "The submodule `layer` of `model` (a module or a dotted name); an unknown name lists the closest ones."
+def find_layer(model: nn.Module, layer: nn.Module | str | None = None) -> nn.Module:
+    "The submodule `layer` of `model` (a module or a dotted name; None = the last nn.Conv2d); an unknown name lists the closest ones."
     import difflib
+    if layer is None:
+        convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+        if not convs: raise ValueError("`layer` is None but the model has no nn.Conv2d; pass a layer (module or dotted name)")
+        return convs[-1]
     if isinstance(layer, nn.Module):
         if not any(m is layer for m in model.modules()): raise ValueError("`layer` is not a submodule of `model`")
         return layer
-    if not isinstance(layer, str): raise TypeError(f"`layer` must be a module or a dotted name, got {type(layer).__name__}")
+    if not isinstance(layer, str):
+        raise TypeError(f"`layer` must be an nn.Module, a dotted name or None, got {type(layer).__name__}")
     names = dict(model.named_modules())
     if layer not in names or layer == "":
         close = difflib.get_close_matches(str(layer), [n for n in names if n], n=5, cutoff=0.3)
         raise ValueError(f"`layer` {layer!r} not found in the model; closest names: {close}")
     return names[layer]
+
+get_layer = find_layer  # temporary alias: attribkit.distill (nbs/13_distill.ipynb) still calls get_layer; remove after it moves
 
 # %% ../nbs/00_core.ipynb #72e67e35
 def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = False,
@@ -257,6 +265,50 @@ def batched_forward(model: nn.Module, rows: Tensor, internal_batch_size: int) ->
     "Model outputs for many rows without gradients, in chunks of `internal_batch_size`."
     return torch.cat([model(rows[s]) for s in chunks(len(rows), internal_batch_size)])
 
+# %% ../nbs/00_core.ipynb #706dd999
+_TUNED: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+_MARGIN = 0.05   # a size must be ≥ 5 % faster per row to count as better
+
+def _tune_key(sample: Tensor, grad: bool) -> tuple:
+    return tuple(sample.shape[1:]), sample.dtype, sample.device.type, torch.get_num_threads(), grad
+
+def _advance(st: dict, cap: int) -> None:
+    "After timing `st['size']`: keep going the way the time per row falls, try ÷2 once if the first ×2 was slower, else settle on the fastest."
+    s, prev, t = st["size"], st["prev"], st["times"]
+    st["prev"] = s
+    if prev is None: nxt = 2 * s
+    elif t[s] < t[prev] * (1 - _MARGIN): nxt = 2 * s if s > prev else s // 2
+    elif s > prev == st["start"]: nxt, st["prev"] = prev // 2, prev
+    else: nxt = None
+    if nxt is None or not 1 <= nxt <= cap or nxt in t: st["size"], st["done"] = min(t, key=t.get), True
+    else: st["size"] = nxt
+
+def tuned_chunks(n: int, model: nn.Module, sample: Tensor, internal_batch_size: int | None = None, grad: bool = True,
+                 cap: int = 4096) -> Iterator[slice]:
+    "Slices covering range(n): `internal_batch_size` rows if given; on CUDA `auto_batch_size`; on CPU a size tuned on the model by timing these chunks (see above)."
+    if internal_batch_size is not None: yield from chunks(n, check_positive_int(internal_batch_size, "internal_batch_size")); return
+    if sample.is_cuda: yield from chunks(n, auto_batch_size(model, sample, cap=cap)); return
+    per_model = _TUNED.setdefault(model, {})
+    key = _tune_key(sample, grad)
+    if key not in per_model:
+        start = auto_batch_size(model, sample, cap=cap)
+        per_model[key] = {"start": start, "size": start, "prev": None, "times": {}, "warm": False, "done": False}
+    st, pos = per_model[key], 0
+    while pos < n:
+        size = min(st["size"], n - pos)
+        t0 = time.perf_counter()
+        yield slice(pos, pos + size)
+        dt, pos = time.perf_counter() - t0, pos + size
+        if st["done"] or size < st["size"]: continue          # settled, or a remainder chunk (not comparable)
+        if not st["warm"]: st["warm"] = True; continue        # the first chunk pays one-time costs: not timed
+        st["times"][size] = dt / size
+        _advance(st, cap)
+
+def tuned_batch_size(model: nn.Module, sample: Tensor, grad: bool = True) -> int | None:
+    "The chunk size `tuned_chunks` settled on for `model` and rows shaped like `sample` (None while it is still exploring)."
+    st = _TUNED.get(model, {}).get(_tune_key(sample, grad))
+    return st["size"] if st and st["done"] else None
+
 # %% ../nbs/00_core.ipynb #a677012d
 def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:
     "A non-shuffling DataLoader over `data` (a DataLoader is returned unchanged; a Dataset or a tuple of tensors is wrapped)."
@@ -268,12 +320,17 @@ def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:
     return DataLoader(data, batch_size=check_positive_int(batch_size, "batch_size"), shuffle=False)
 
 # %% ../nbs/00_core.ipynb #9f84b940
-def per_channel_minmax(a: Tensor) -> Tensor:
-    "Min-max normalise each (sample, channel) over the remaining dims; a constant channel gives 0."
-    flat = a.flatten(2)
-    lo, hi = flat.min(2, keepdim=True).values, flat.max(2, keepdim=True).values
+def minmax(a: Tensor, start_dim: int = 1) -> Tensor:
+    "Min-max normalise `a` to [0, 1] over the dims from `start_dim` on, per index of the leading dims; a constant slice gives 0."
+    if not 1 <= start_dim < a.ndim: raise ValueError(f"`start_dim` must lie in [1, {a.ndim - 1}] for shape {tuple(a.shape)}, got {start_dim}")
+    flat = a.flatten(start_dim)
+    lo, hi = flat.min(-1, keepdim=True).values, flat.max(-1, keepdim=True).values
     rng = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
     return ((flat - lo) / rng).view_as(a)
+
+def per_channel_minmax(a: Tensor) -> Tensor:
+    "Min-max normalise each (sample, channel) over the remaining dims (`minmax(a, start_dim=2)`); a constant channel gives 0."
+    return minmax(a, start_dim=2)
 
 def batch_quantile(x: Tensor, q: float) -> Tensor:
     "Per-sample q-quantile over all non-batch elements (linear interpolation), shape (N,)."

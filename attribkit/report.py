@@ -56,12 +56,19 @@ def summary_markdown(records: list[dict], params: dict, figures=None, figures_re
             lines += ["", f"**Failed** in {where}: `{fmt_value(r['error'])}`"]
         if d:
             lines += ["", f"scale `{d['scale']}` · seed {d['seed']} · attribkit {d['versions']['attribkit']} · "
-                      f"torch {d['versions']['torch']} · python {d['versions']['python']}", "", table(d["measured"], d["paper"]), ""]
+                      f"torch {d['versions']['torch']} · python {d['versions']['python']}", ""] + _tables_md(d)
             if figures is not None and (Path(figures) / f"{r['name']}.png").exists():
                 lines += [f"![{r['name']}]({os.path.relpath(Path(figures) / (r['name'] + '.png'), Path(figures_rel_to))})", ""]
             lines += [f"- {fmt_claim(c)}" for c in d["claims"]]
             if not d["claims"]: lines.append("- (no claims checked)")
     return "\n".join(lines) + "\n"
+
+def _tables_md(d: dict) -> list[str]:
+    "The notebook's paper-shaped tables (`extra['tables']`), with every measured cell folded below; else the flat table."
+    flat = table(d["measured"], d["paper"])
+    shaped = [t for t in d["extra"].get("tables", []) if isinstance(t, str) and t.strip()]
+    if not shaped: return [flat, ""]
+    return [x for t in shaped for x in (t, "")] + ["<details><summary>every measured cell</summary>", "", flat, "", "</details>", ""]
 
 def _md_table_html(md: str) -> str:
     "Minimal markdown-table to HTML conversion for the index page."
@@ -112,6 +119,9 @@ def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
             shutil.copy2(fig, hdir / "figures" / fig.name)
             parts.append(f"<p><img src='figures/{html.escape(fig.name)}' alt='figure of {html.escape(name)}'></p>")
         if d:
+            for t in d["extra"].get("tables", []) if isinstance(d["extra"].get("tables"), list) else []:
+                title = next((l.strip("* ") for l in t.splitlines() if l.startswith("**")), "")
+                parts.append((f"<p><b>{html.escape(title)}</b></p>" if title else "") + _md_table_html(t))
             parts.append(_md_table_html(table(d["measured"], d["paper"])))
             parts.append("<ul>" + "".join(f"<li>{html.escape(fmt_claim(c)).replace('**', '')}</li>" for c in d["claims"]) + "</ul>")
         parts.append("</section>")

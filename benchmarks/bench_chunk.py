@@ -1,18 +1,20 @@
-"""Is the automatic chunk size (`core.auto_batch_size`) fast on any model? IG(50) on CPU against the chunked lower bound.
+"""Is the automatic chunk size (`core.tuned_chunks`) fast on any model? IG(50) on CPU against the chunked lower bound.
 
 For each model shape below it starts `--repeats` (≥ 5) fresh Python processes. Each process
 
   1. builds the model and a seeded batch, and the IG rows (`n_steps × batch`) once;
   2. sweeps the lower bound — forward+backward of those pre-built rows and nothing else
      (`bench_attribution.lower_bound_fn`) — over chunk sizes, keeping the fastest ("LB chunk");
-  3. times attribkit's default IG call (automatic chunk), the same call at the old automatic rule
-     (128 rows on CPU) and the lower bound at its best chunk, `--rounds` times each, round-robin, and reports the
-     ratios of medians. Odd processes time the variants in the reverse order.
+  3. makes the first automatic IG call (the cache rule's guess while `tuned_chunks` times the chunks: "first call"),
+     calls again until the tuner has settled (it explores with the calls' own rows, ×2/÷2 from the rule's guess,
+     keeping the fastest per-row size; "calls" reports how many calls that took), then times the automatic call, the
+     same call at the old fixed rule (128 rows on CPU) and the lower bound at its best chunk, `--rounds` times each,
+     round-robin, and reports ratios of medians. Odd processes time the variants in the reverse order.
 
-The table gives, per shape, the median and min–max over processes of auto/LB and old/LB.
+The table gives, per shape, the median and min–max over processes of auto/LB, first call/LB and old/LB.
 
-The shapes were fixed before the rule was tuned (wide_cnn and resnet18 then ran at 64×64; moved to 32×32 for time); the rule was tuned on `cifar_cnn` and `issue_cnn` only
-(`--curve` prints the lower bound's time per chunk size, the data the rule was chosen from).
+The five shapes were fixed before the cache rule was chosen (on `cifar_cnn` and `issue_cnn` only); the tuner has no
+per-shape constants (×2 steps, a 5 % margin). `--curve` prints the lower bound's time per chunk size.
 
     python benchmarks/bench_chunk.py                 # 5 shapes × 5 processes, 16 images, 2 threads
     python benchmarks/bench_chunk.py --quick         # 4 images, one timed sweep run per candidate, no old(128) column
@@ -68,7 +70,7 @@ def setup(name, batch, steps):
 
 def child(args):
     "One fresh process: sweep the lower bound, then time auto / old / LB round-robin; print one JSON line."
-    from attribkit.core import auto_batch_size, activation_bytes
+    from attribkit.core import auto_batch_size, activation_bytes, tuned_batch_size
     from attribkit.attr.gradient import IntegratedGradients
     torch.set_num_threads(args.threads)
     cpu = torch.device("cpu")
@@ -86,11 +88,16 @@ def child(args):
     if not args.quick: variants["old"] = ig(128)
     order = list(variants) if args.order == 0 else list(reversed(variants))
     times = {k: [] for k in variants}
+    first = timed(variants["auto"], cpu)             # the first automatic call: the cache rule's guess, tuning under way
+    calls = 1
+    while tuned_batch_size(model, x) is None and calls < 8:   # the tuner settles within a few calls (one-time, per model)
+        variants["auto"](); calls += 1
     for k in order: variants[k]()  # warm-up
     for _ in range(args.rounds):
         for k in order: times[k].append(timed(variants[k], cpu))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(json.dumps({"name": args.child, "order": order, "auto_rows": auto_batch_size(model, x), "lb_rows": best,
+    print(json.dumps({"name": args.child, "order": order, "rule_rows": auto_batch_size(model, x), "lb_rows": best,
+                      "auto_rows": tuned_batch_size(model, x), "settle_calls": calls, "first_s": first,
                       "act_kib": activation_bytes(model, x) / 1024, **{f"{k}_s": v for k, v in med.items()}}))
 
 
@@ -131,20 +138,22 @@ def main(argv=None):
             print(f"{n:<13} act {r['act_kib']:8.0f} KiB/row  " + "  ".join(f"{c}:{s:.3f}" for c, s in r["curve"].items()), flush=True)
         return
     t0 = time.perf_counter()
-    print(f"{'shape':<13}{'tuned':>6}{'KiB/row':>9}{'auto':>6}{'LBbest':>8}{'auto s':>8}{'LB s':>7}"
-          f"{'auto/LB median [min–max]':>27}{'old(128)/LB median [min–max]':>31}")
+    rng = lambda v: f"{statistics.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]"
+    print(f"{'shape':<11}{'tuned on':>9}{'KiB/row':>8}{'rule':>6}{'tuned':>10}{'LBbest':>14}{'calls':>6}{'auto s':>8}{'LB s':>7}"
+          f"{'auto/LB':>20}{'first call/LB':>20}{'old(128)/LB':>20}")
     for n in names:
         rs = [spawn(n, i % 2, args) for i in range(args.repeats)]
-        a = [r["auto_s"] / r["lb_s"] for r in rs]; o = [r["old_s"] / r["lb_s"] for r in rs if "old_s" in r] or [float("nan")]
-        lbrows = sorted({r["lb_rows"] for r in rs})
-        print(f"{n:<13}{'yes' if SHAPES[n][2] else 'no':>6}{rs[0]['act_kib']:>9.0f}{rs[0]['auto_rows']:>6}"
-              f"{'/'.join(map(str, lbrows)):>8}{statistics.median(r['auto_s'] for r in rs):>8.3f}"
-              f"{statistics.median(r['lb_s'] for r in rs):>7.3f}"
-              f"{statistics.median(a):>11.2f} [{min(a):.2f}–{max(a):.2f}]{'':>4}"
-              f"{statistics.median(o):>11.2f} [{min(o):.2f}–{max(o):.2f}]", flush=True)
-    print(f"total {time.perf_counter() - t0:.0f} s, load average at end {os.getloadavg()[0]:.2f}; "
-          f"{args.repeats} fresh processes per shape, order alternated; LBbest = the chunk(s) the lower bound chose.")
-
+        a, f = [r["auto_s"] / r["lb_s"] for r in rs], [r["first_s"] / r["lb_s"] for r in rs]
+        o = [r["old_s"] / r["lb_s"] for r in rs if "old_s" in r] or [float("nan")]
+        tuned = "/".join(str(v) for v in sorted({r["auto_rows"] or 0 for r in rs}))
+        print(f"{n:<11}{'yes' if SHAPES[n][2] else 'no':>9}{rs[0]['act_kib']:>8.0f}{rs[0]['rule_rows']:>6}{tuned:>10}"
+              f"{'/'.join(map(str, sorted({r['lb_rows'] for r in rs}))):>14}{max(r['settle_calls'] for r in rs):>6}"
+              f"{statistics.median(r['auto_s'] for r in rs):>8.3f}{statistics.median(r['lb_s'] for r in rs):>7.3f}"
+              f"{rng(a):>20}{rng(f):>20}{rng(o):>20}", flush=True)
+    print(f"total {time.perf_counter() - t0:.0f} s, load average at end {os.getloadavg()[0]:.2f}; {args.repeats} fresh processes "
+          "per shape, order alternated. rule = the cache rule's first guess; tuned = the size the tuner settled on (0: still "
+          "exploring); LBbest = the lower bound's fastest chunk; calls = IG calls until settled (max over processes); "
+          "first call = the first automatic call, tuning included.")
 
 if __name__ == "__main__":
     main()

@@ -18,10 +18,8 @@ def cnn(bias=True, seed=0):
                          nn.Linear(4 * 4 * 4, 8, bias=bias), nn.ReLU(), nn.Linear(8, 3, bias=bias)).double()
 
 
-def mlp(bias=True, seed=0):
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(6, 10, bias=bias), nn.ReLU(), nn.Linear(10, 8, bias=bias), nn.ReLU(),
-                         nn.Linear(8, 3, bias=bias)).double()
+from conftest import make_mlp
+def mlp(bias=True, seed=0): return make_mlp((6, 10, 8, 3), bias=bias, seed=seed)
 
 
 class FunctionalCnn(nn.Module):
@@ -110,7 +108,7 @@ def test_deeplift_functional_relu_equals_module_twin():
 
 
 def test_deeplift_unsupported_nonlinearity_names_it():
-    m = nn.Sequential(nn.Linear(6, 4), nn.Tanh(), nn.Linear(4, 3)).double()
+    m = make_mlp((6, 4, 3), act=nn.Tanh)
     with pytest.raises(TypeError, match=r"`1` \(Tanh\)"):
         DeepLift(m).attribute(torch.randn(2, 6, dtype=torch.float64), 0)
 
@@ -155,7 +153,7 @@ def test_lrp_conservation_bias_free(composite):
 
 def test_lrp_alpha2beta1_closed_form():
     torch.manual_seed(8)
-    m = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)).double()
+    m = make_mlp((5, 4, 3))
     x = torch.randn(3, 5, dtype=torch.float64)
     def ab(a, w, b, r):                                           # explicit contribution matrices
         zij = a[:, :, None] * w.T[None]
@@ -192,7 +190,7 @@ def test_lrp_sign_flip_and_alpha1beta0_sign():
 
 
 def test_lrp_unsupported_layer_and_composite():
-    m = nn.Sequential(nn.Linear(6, 4), nn.GELU(), nn.Linear(4, 3)).double()
+    m = make_mlp((6, 4, 3), act=nn.GELU)
     with pytest.raises(TypeError, match=r"`1` \(GELU\)"):
         LRP(m).attribute(torch.randn(2, 6, dtype=torch.float64), 0)
     with pytest.raises(ValueError, match="composite"):

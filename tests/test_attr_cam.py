@@ -4,7 +4,8 @@ import torch.nn.functional as F
 from torch import nn
 from captum.attr import LayerGradCam, LayerAttribution  # dev dependency, the oracle
 from attribkit.core import attribute
-from attribkit.attr.cam import GradCAM, FullGrad, UniformFullGrad, fullgrad_decompose, find_layer
+from attribkit.attr.cam import GradCAM, FullGrad, UniformFullGrad, fullgrad_decompose
+from attribkit.core import find_layer
 
 
 def assert_close(a, b, rtol=1e-7, atol=1e-9):

@@ -5,8 +5,7 @@ from attribkit.core import (check_inputs, resolve_target, target_grad, model_sco
                             predict_target, attribute, auto_batch_size, check_model)
 
 
-def tiny():
-    return nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 4 * 4, 3)).double()
+from conftest import make_cnn as tiny   # Conv(1→2) → ReLU → Linear(32→3), float64
 
 
 @pytest.mark.parametrize("bad, exc, msg", [

@@ -16,11 +16,8 @@ from attribkit.metrics import (pixel_flipping, insertion_deletion, perturbation_
 D = torch.float64
 
 
-def linear(k=3, c=1, h=2, w=2, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    m = nn.Sequential(nn.Flatten(), nn.Linear(c * h * w, k, bias=False)).double()
-    with torch.no_grad(): m[1].weight.copy_(torch.randn(k, c * h * w, generator=g, dtype=D))
-    return m
+from conftest import make_cnn, make_linear
+def linear(k=3, c=1, h=2, w=2, seed=0): return make_linear(k, c * h * w, seed)
 
 
 def true_attr(m, x, t):
@@ -222,18 +219,37 @@ def test_map_matches_sklearn_class_and_sample():
     assert abs(multilabel_map(ts, ty, "class") - average_precision_score(y, s, average="macro")) < 1e-12
     ref = np.mean([average_precision_score(y[i], s[i]) for i in range(len(y))])
     assert abs(multilabel_map(ts, ty, "sample") - ref) < 1e-12
-    assert abs(map_000(ts, ty) - average_precision_score(y, s, average="samples")) < 1e-12
+    assert abs(multilabel_map(ts, ty, average="sample") - average_precision_score(y, s, average="samples")) < 1e-12
+    with pytest.warns(DeprecationWarning, match="multilabel_map"): assert map_000(ts, ty) == multilabel_map(ts, ty, average="sample")
 
 
 def test_f1_matches_sklearn():
     ts, ty, s, y = _multilabel(1)
-    for avg in ("samples", "macro", "micro"):
+    for avg, sk in (("sample", "samples"), ("class", "macro"), ("micro", "micro")):
         for thr in (0.0, 0.5, 1.0):
-            ref = f1_score(y, (s >= thr).astype(int), average=avg, zero_division=0)
+            ref = f1_score(y, (s >= thr).astype(int), average=sk, zero_division=0)
             assert abs(multilabel_f1(ts, ty, thr, on="logit", average=avg) - ref) < 1e-12
-        ref = f1_score(y, (1 / (1 + np.exp(-s)) >= 0.7).astype(int), average=avg, zero_division=0)
+        ref = f1_score(y, (1 / (1 + np.exp(-s)) >= 0.7).astype(int), average=sk, zero_division=0)
         assert abs(multilabel_f1(ts, ty, 0.7, on="prob", average=avg) - ref) < 1e-12
-    assert abs(f1_000(ts, ty) - f1_score(y, (s >= 0.5).astype(int), average="samples", zero_division=0)) < 1e-12
+    seed000 = f1_score(y, (s >= 0.5).astype(int), average="samples", zero_division=0)    # raw logit >= 0.5
+    assert abs(multilabel_f1(ts, ty, threshold=0.5, on="logit", average="sample") - seed000) < 1e-12
+    with pytest.warns(DeprecationWarning, match="multilabel_f1"): assert abs(f1_000(ts, ty) - seed000) < 1e-12
+    with pytest.warns(DeprecationWarning, match="average='sample'"):          # scikit-learn's spelling still works
+        assert abs(multilabel_f1(ts, ty, on="logit", average="samples") - seed000) < 1e-12
+
+
+def test_every_metric_declares_its_direction():
+    from attribkit.metrics import METRICS, higher_is_better
+    assert {"pixel_flipping_morf", "pixel_flipping_lerf", "deletion", "insertion", "pointing_game", "point_acc",
+            "mask_auc", "map_class", "map_sample", "f1_sample", "roar", "mprt"} <= set(METRICS)
+    down = {n for n in METRICS if not higher_is_better(n)}
+    assert down == {"pixel_flipping_morf", "deletion", "roar", "mprt"}
+    for m in METRICS.values():                                   # the docstring says the same
+        assert "better" in m.fn.__doc__, m.name
+    m, x = linear(), torch.randn(1, 1, 2, 2, dtype=D)
+    a = true_attr(m, x, 0)
+    assert torch.equal(METRICS["deletion"](m, x, a, 0).auc, insertion_deletion(m, x, a, 0, mode="deletion").auc)
+    with pytest.raises(ValueError, match="unknown metric"): higher_is_better("accuracy")
 
 
 # ---------------------------------------------------------------- ROAR and MPRT
@@ -262,7 +278,7 @@ def test_roar_true_attribution_beats_random_and_is_seeded(tmp_path):
 
 def test_mprt_untouched_model_seeded_and_sensitive():
     g = torch.Generator().manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 3)).double()
+    m = make_cnn(1, 4, 8, 3)
     x = torch.randn(4, 1, 8, 8, generator=g, dtype=D)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     def sal(model, inputs, target):

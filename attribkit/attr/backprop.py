@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.overrides import TorchFunctionMode
 from ..core import (Attribution, register, model_scope, target_grad, check_inputs, check_model, check_call,
-                            get_layer, predict_target, resolve_target)
+                            find_layer, predict_target, resolve_target)
 
 # %% auto #0
 __all__ = ['LRP_COMPOSITES', 'GuidedBackprop', 'DeepLift', 'rule_epsilon', 'rule_gamma', 'rule_alpha_beta', 'rule_box',
@@ -368,7 +368,7 @@ class ExcitationBackprop(Attribution):
     def __init__(self, model: nn.Module, layer: nn.Module | str | None = None, contrastive: bool = False,
                  normalize: bool = True, upsample: bool = True):
         super().__init__(model)
-        self.layer = None if layer is None else get_layer(model, layer)
+        self.layer = None if layer is None else find_layer(model, layer)
         self.contrastive, self.normalize, self.upsample = contrastive, normalize, upsample
     def attribute(self, inputs: Tensor, target=None) -> Tensor:
         "Marginal winning probabilities (non-negative, sum 1 per sample) with the shape of `inputs`."

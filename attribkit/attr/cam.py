@@ -9,23 +9,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from ..core import (Attribution, register, model_scope, check_inputs, check_model, check_output, check_call,
-                            resolve_target, get_layer)
+                            resolve_target, find_layer)
 
 # %% auto #0
-__all__ = ['find_layer', 'layer_gradients', 'GradCAM', 'effective_bias', 'fullgrad_decompose', 'fullgrad_postprocess', 'FullGrad',
+__all__ = ['layer_gradients', 'GradCAM', 'effective_bias', 'fullgrad_decompose', 'fullgrad_postprocess', 'FullGrad',
            'UniformFullGrad']
 
 # %% ../../nbs/03c_attr_cam.ipynb #adc7f306
-def find_layer(model: nn.Module, layer: nn.Module | str | None = None) -> nn.Module:
-    "Resolve `layer` (module, dotted name, or None = the last Conv2d) to a submodule of `model`."
-    if layer is None:
-        convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
-        if not convs: raise ValueError("`layer` is None but the model has no nn.Conv2d; pass a layer (module or dotted name)")
-        return convs[-1]
-    if not isinstance(layer, (str, nn.Module)):
-        raise TypeError(f"`layer` must be an nn.Module, a dotted name or None, got {type(layer).__name__}")
-    return get_layer(model, layer)
-
 def _check_channels(channels: str) -> str:
     if channels not in ("repeat", "one"):
         raise ValueError(f"`channels` must be 'repeat' or 'one', got {channels!r}")

@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn, Tensor
-from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call,
+from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call, tuned_chunks,
                             check_model, check_positive_int, resolve_target, predict_target, auto_batch_size,
                             chunks, batched_forward, check_output)
 
@@ -116,20 +116,24 @@ class PositiveInputXGradient(GradientMap):
 # %% ../../nbs/03a_attr_gradient.ipynb #1b02c5e5
 QUADRATURES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid", "gausslegendre")
 
-def quadrature_points(n_steps: int, method: str = "gausslegendre") -> tuple[Tensor, Tensor]:
+def _check_quadrature(quadrature) -> str:
+    if quadrature not in QUADRATURES:
+        raise ValueError(f"unknown `quadrature` {quadrature!r}; choose one of {', '.join(QUADRATURES)}")
+    return quadrature
+
+def quadrature_points(n_steps: int, quadrature: str = "gausslegendre") -> tuple[Tensor, Tensor]:
     "Nodes α_j in [0, 1] and weights w_j (summing to 1) of an `n_steps`-point rule, float64."
     n = check_positive_int(n_steps, "n_steps")
-    if method not in QUADRATURES:
-        raise ValueError(f"unknown quadrature `method` {method!r}; choose one of {', '.join(QUADRATURES)}")
-    if method == "gausslegendre":
+    _check_quadrature(quadrature)
+    if quadrature == "gausslegendre":
         nodes, weights = np.polynomial.legendre.leggauss(n)
         return torch.from_numpy(0.5 * (1 + nodes)), torch.from_numpy(0.5 * weights)
-    if method == "riemann_trapezoid":
+    if quadrature == "riemann_trapezoid":
         if n < 2: raise ValueError(f"`n_steps` must be >= 2 for riemann_trapezoid, got {n}")
         w = torch.full((n,), 1.0 / (n - 1), dtype=torch.float64); w[[0, -1]] /= 2
         return torch.linspace(0, 1, n, dtype=torch.float64), w
     j = torch.arange(n, dtype=torch.float64)
-    a = {"riemann_left": j / n, "riemann_right": (j + 1) / n, "riemann_middle": (j + 0.5) / n}[method]
+    a = {"riemann_left": j / n, "riemann_right": (j + 1) / n, "riemann_middle": (j + 0.5) / n}[quadrature]
     return a, torch.full((n,), 1.0 / n, dtype=torch.float64)
 
 # %% ../../nbs/03a_attr_gradient.ipynb #1b1c1d38
@@ -137,54 +141,50 @@ def quadrature_points(n_steps: int, method: str = "gausslegendre") -> tuple[Tens
 class IntegratedGradients(Attribution):
     """Integrated Gradients (Sundararajan et al. 2017), batched over `n_steps × batch` rows.
 
-    Quadrature `method` (alias `quadrature`; default "gausslegendre") in QUADRATURES.
-    Default `internal_batch_size`: `core.auto_batch_size` — the rows whose activations fit the CPU cache, or on CUDA
-    whose forward+backward activations fit min(1 GiB, free memory / 4); at most 4096.
+    `quadrature`: the rule of the path integral, one of QUADRATURES (default "gausslegendre"; Captum's `method`).
+    Default `internal_batch_size`: `core.tuned_chunks` — on CPU tuned on the model by timing its chunks, starting from
+    the rows whose activations fit the CPU cache; on CUDA the rows whose forward+backward activations fit
+    min(1 GiB, free memory / 4); at most 4096.
     `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
-    def __init__(self, model: nn.Module, n_steps: int = 50, method: str | None = None,
-                 internal_batch_size: int | None = None, relu_inside: bool = False, quadrature: str | None = None):
+    def __init__(self, model: nn.Module, n_steps: int = 50, quadrature: str = "gausslegendre",
+                 internal_batch_size: int | None = None, relu_inside: bool = False):
         super().__init__(model)
         self.n_steps, self.internal_batch_size, self.relu_inside = n_steps, internal_batch_size, relu_inside
-        self.method = _pick_quadrature(method, quadrature, default="gausslegendre")
+        self.quadrature = _check_quadrature(quadrature)
 
     def attribute(self, inputs: Tensor, target=None, baselines=None, n_steps: int | None = None,
-                  method: str | None = None, internal_batch_size: int | None = None,
-                  return_convergence_delta: bool = False, relu_inside: bool | None = None,
-                  quadrature: str | None = None):
+                  quadrature: str | None = None, internal_batch_size: int | None = None,
+                  return_convergence_delta: bool = False, relu_inside: bool | None = None):
         "IG attributions shaped like `inputs` (and, optionally, the per-sample convergence delta Σ IG − Δf)."
         model = self.model
         n_steps = check_positive_int(self.n_steps if n_steps is None else n_steps, "n_steps")
-        quad = _pick_quadrature(method, quadrature, default=self.method)
+        quad = _check_quadrature(self.quadrature if quadrature is None else quadrature)
         relu_inside = self.relu_inside if relu_inside is None else relu_inside
         ibs = self.internal_batch_size if internal_batch_size is None else internal_batch_size
         with model_scope(model):
             t = _setup(model, inputs, target)
             x = inputs.detach()
             b = _baselines(baselines, x)
-            alphas, w = (v.to(device=x.device, dtype=x.dtype) for v in quadrature_points(n_steps, quad))
-            ibs = _ibs(model, x, ibs)
+            alphas, w = quadrature_points(n_steps, quad)
             n = len(x); diff = x - b
-            rows = (b.unsqueeze(0) + _bcast(alphas, x.unsqueeze(0)) * diff.unsqueeze(0)).reshape(n_steps * n, *x.shape[1:])
-            t_rows, w_rows, idx = t.repeat(n_steps), w.repeat_interleave(n), torch.arange(n, device=x.device).repeat(n_steps)
-            total = torch.zeros_like(x)
-            for s in chunks(len(rows), ibs):
-                g = target_grad(model, rows[s], t_rows[s])
-                c = (g * diff[idx[s]]).clamp_min(0) if relu_inside else g
-                total.index_add_(0, idx[s], _bcast(w_rows[s], c) * c)
+            rows = (b.unsqueeze(0) + _bcast(alphas.to(device=x.device, dtype=x.dtype), x.unsqueeze(0)) * diff.unsqueeze(0)
+                    ).reshape(n_steps * n, *x.shape[1:])
+            t_rows, total = t.repeat(n_steps), torch.zeros_like(x)
+            for s in tuned_chunks(len(rows), model, x, ibs):
+                _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w.tolist(), diff if relu_inside else None)
             attr = (total if relu_inside else total * diff).detach()
             if not return_convergence_delta: return attr
-            out = check_output(batched_forward(model, torch.cat([x, b]), ibs), 2 * n)
+            out = check_output(batched_forward(model, torch.cat([x, b]), _ibs(model, x, ibs)), 2 * n)
             f = out.gather(1, torch.cat([t, t])[:, None])[:, 0]
             return attr, (attr.flatten(1).sum(1) - (f[:n] - f[n:])).detach()
 
-def _pick_quadrature(method: str | None, quadrature: str | None, default: str) -> str:
-    "Reconcile Captum's `method` keyword with its alias `quadrature`."
-    if method is not None and quadrature is not None and method != quadrature:
-        raise ValueError(f"got `method`={method!r} and `quadrature`={quadrature!r}; give only one")
-    q = quadrature if quadrature is not None else method if method is not None else default
-    if q not in QUADRATURES:
-        raise ValueError(f"unknown quadrature `method` {q!r}; choose one of {', '.join(QUADRATURES)}")
-    return q
+def _add_steps(total: Tensor, g: Tensor, s: slice, n: int, w: list, diff: Tensor | None = None) -> None:
+    "Add Σ_k w_k g_k over the rows `s` of the step-major (steps × n) layout into `total` (ReLU(g ⊙ diff) with `diff`): one in-place pass per step, no gather."
+    for k in range(s.start // n, (s.stop - 1) // n + 1):
+        lo, hi = max(s.start, k * n), min(s.stop, (k + 1) * n)
+        seg = g[lo - s.start:hi - s.start]
+        if diff is not None: seg = (seg * diff[lo - k * n:hi - k * n]).clamp_min(0)
+        total[lo - k * n:hi - k * n].add_(seg, alpha=w[k])
 
 # %% ../../nbs/03a_attr_gradient.ipynb #99eeaef5
 def _split_for(cls: type, kw: dict) -> tuple[dict, dict]:
@@ -231,17 +231,15 @@ class SmoothGrad(Attribution):
         with model_scope(model):
             t = _setup(model, inputs, target)
             x = inputs.detach(); n = len(x)
-            ibs = _ibs(model, x, ibs)
             steps = getattr(base, "n_steps", None)
-            if ibs is not None and isinstance(steps, int) and internal_batch_size is None and self.internal_batch_size is None:
-                ibs = max(1, ibs // steps)
+            if ibs is None and isinstance(steps, int): ibs = max(1, _ibs(model, x, None) // steps)   # base runs steps rows per row
             flat = x.flatten(1)
             sigma = level * (flat.amax(1) - flat.amin(1))
             rows = torch.randn((n_samples, *x.shape), generator=gen, dtype=x.dtype,
                                device=gen.device if gen is not None else x.device).to(x.device)
             rows = rows.mul_(_bcast(sigma, x).unsqueeze(0)).add_(x.unsqueeze(0)).reshape(n_samples * n, *x.shape[1:])
             t_rows = t.repeat(n_samples)
-            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in chunks(len(rows), ibs)])
+            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in tuned_chunks(len(rows), model, x, ibs)])
             attrs = attrs.view(n_samples, *x.shape)
             return (attrs.mean(0) if self.reduce == "mean" else attrs.var(0, unbiased=False)).detach()
 
