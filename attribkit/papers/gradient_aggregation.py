@@ -251,7 +251,7 @@ class Experiment:
 
 def setup(notebook: str, scale: str = "smoke", seed: int = 0, device="auto", data_root=None, weights_path=None,
           n_images: int | None = None, n_seeds: int | None = None, dry_run: bool = False, **overrides) -> Experiment:
-    "Seed everything, choose the budget (`budget`) and build the models and images of `notebook` for seeds `seed`, `seed` + 1, …"
+    "Seed everything, choose the budget (`budget`) and build the models and images of `notebook` for seeds `seed`, `seed` + 1, …; in the dry run every claim is `not evaluable`."
     seed_everything(seed)
     b = budget(notebook, scale, dry_run, n_images=n_images, n_seeds=n_seeds, **overrides)
     seeds = [seed + i for i in range(b["n_seeds"])]
@@ -260,6 +260,9 @@ def setup(notebook: str, scale: str = "smoke", seed: int = 0, device="auto", dat
     if notebook in NOTEBOOK_MODELS:   # the accuracy of the other models is not this notebook's business
         keep = {model_label(k, scale) for k in NOTEBOOK_MODELS[notebook]}
         info["accuracy"] = {k: v for k, v in info["accuracy"].items() if k in keep}
+    if dry_run and scale == "paper":   # a check that the paper's path runs, not a measurement
+        info["chance"] = {k: f"dry run ({b['n_images']} images, N = {b['n_steps']}; the weights may be random): not evidence"
+                          for k in runs[0]}
     return Experiment(notebook, scale, seeds, runs, info, b, dry_run)
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #bd0583d5
