@@ -3,8 +3,9 @@ import pytest, torch
 from torch import nn
 from attribkit.core import target_grad, model_scope, attribute, as_local
 from attribkit.attr.cam import UniformFullGrad
-from attribkit.dga import (DGA, appendix_dga, epc_mask, wc_mask, flip_scores, paired_difference, compare_methods, summarise,
-                           direction_claims, dga_setup, load_paper_model, paper_images)
+from attribkit.dga import DGA, appendix_dga, epc_mask, wc_mask
+from attribkit.papers.gradient_aggregation import (flip_scores, paired_difference, compare_methods, summarise, versus_claims,
+                                                   dga_setup, load_paper_model, paper_images)
 
 
 def gxi(model, x, t):
@@ -148,7 +149,7 @@ def test_paired_difference():
 
 
 def test_compare_summarise_and_claims():
-    from attribkit.dga import versus_claims, summarise_runs, control_methods, CONTROLS, seed_claim
+    from attribkit.papers.gradient_aggregation import summarise_runs, control_methods, CONTROLS, seed_claim
     m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
     res = compare_methods(m, x, t, {"G*I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt)}, seed=0)
     assert set(res) == {"G*I", "DGA", "random"} and res["DGA"]["lerf_prob"].shape == (4,)
@@ -157,7 +158,7 @@ def test_compare_summarise_and_claims():
     d = cells["M | DGA − G*I | MoRF logit (paired, ± SE)"]
     assert d["n"] == 4 and d["mean"] == pytest.approx(float((res["DGA"]["morf_logit"] - res["G*I"]["morf_logit"]).mean()))
     # one claim per order and score, signed so that positive = the paper's direction, paired over the images
-    claims = direction_claims(res, "M")
+    claims = versus_claims(res, "M", "DGA", ("G*I",))
     assert [c["claim"] for c in claims] == ["M: DGA LeRF (probability) is above G*I's", "M: DGA MoRF (probability) is below G*I's",
                                             "M: DGA LeRF (logit) is above G*I's", "M: DGA MoRF (logit) is below G*I's"]
     assert all(set(c) == {"claim", "verdict", "effect", "se", "n", "detail"} and c["n"] == 4 for c in claims)
@@ -180,7 +181,7 @@ def test_compare_summarise_and_claims():
 
 
 def test_controls_are_what_they_say():
-    from attribkit.dga import control_methods, gxi as dga_gxi
+    from attribkit.papers.gradient_aggregation import control_methods, gxi as dga_gxi
     m, x, t = bn_cnn(), torch.randn(3, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2])
     c = control_methods()
     g = gxi(m, x, t)
@@ -214,3 +215,15 @@ def test_paper_scale_fails_clearly_without_local_files(tmp_path):
         paper_images(tmp_path, 224, 4)
     with pytest.raises(ValueError, match="`scale`"):
         dga_setup("huge")
+
+
+def test_fake_weights_load_into_the_paper_architectures(tmp_path, monkeypatch):
+    "write_fake_weights writes torchvision state dicts at the default paths; load_paper_model reads them back (weights_only)."
+    from attribkit.papers import gradient_aggregation as ga
+    monkeypatch.setattr(ga, "PAPER_MODELS", {"ResNet-18": ga.PAPER_MODELS["ResNet-18"]})   # one architecture keeps the test fast
+    monkeypatch.setattr(ga, "WEIGHTS", {"ResNet-18": "weights/resnet18.pth"})
+    ga.write_fake_weights(tmp_path)
+    assert (tmp_path / "weights" / "resnet18.pth").exists()
+    m = ga.load_paper_model("ResNet-18", data_root=tmp_path)
+    assert m(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
+    assert ga.PAPER_FILES["dga_fig9_grid"] == ["imagenet/val", "weights/resnet18.pth"]
