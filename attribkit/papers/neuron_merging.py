@@ -23,7 +23,7 @@ __all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET',
            'PAPER_FILES', 'STANDARD_VARIANTS', 'MAIN_PY_RECIPE', 'CIFAR_RECIPE', 'SMALL_RECIPE', 'DRY', 'SETUPS',
            'load_authors_lenet', 'write_fake_weights', 'Subject', 'Setup', 'paper_cfg_ratios', 'last_conv',
            'lenet_setup', 'vgg16_setup', 'activations_setup', 'mobilenet_setup', 'imagenet_setup', 'setup', 'hits',
-           'Run', 'run', 'table', 'record', 'flat', 'claims', 'diagnoses', 'figure']
+           'Run', 'run', 'table', 'record', 'flat', 'claims', 'diagnoses', 'figure', 'show', 'save']
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #0d4aa2f0
 def _rows(d: dict, cols=("baseline", "prune", "merge")) -> dict:
@@ -568,3 +568,20 @@ def figure(R: Run):
     fig.suptitle(f"{S.model_name}\nno fine-tuning, {unit}", fontsize=8)
     fig.tight_layout()
     return fig
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #bc29bcd3
+def show(R: Run) -> None:
+    "Display the paper-shaped table, the claims and the diagnoses of `R` (kept on `R` for `save`)."
+    from IPython.display import Markdown, display
+    from attribkit.results import paper_table, show_claims
+    R.measured, R.paper = table(R)
+    R.claims, diag = claims(R)
+    R.table_md = paper_table(R.measured, R.paper, title=R.setup.title, decimals=2, corner=R.setup.corner)
+    display(Markdown(R.table_md)); display(show_claims(R.claims)); display(Markdown(diagnoses(R.claims, diag)))
+
+def save(R: Run, name: str, scale: str, seed: int, out_dir) -> Path:
+    "`save_results` of a shown run, with its paper-shaped table in `extra['tables']`."
+    from attribkit.results import save_results
+    if not hasattr(R, "table_md"): raise ValueError("`R` has not been shown: call `show(R)` before `save(R, ...)`")
+    return save_results(name, *flat(R.measured, R.paper), R.claims, scale, seed, out_dir, wall_time=R.wall_time(),
+                        extra=dict(record(R), tables=[R.table_md]))
