@@ -221,8 +221,16 @@ def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = F
     return (grad, logits) if return_logits else grad
 
 # %% ../nbs/00_core.ipynb #221d025b
+_ACTIVATION_BYTES: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+
 def activation_bytes(model: nn.Module, sample: Tensor) -> int:
-    "Bytes of all leaf-module outputs for one sample (a single forward pass, no gradients)."
+    "Bytes of all leaf-module outputs for one sample (one forward pass of one row, no gradients; cached per model, row shape and parameter count)."
+    key = (tuple(sample.shape[1:]), sample.dtype, sample.device.type, sum(p.numel() for p in model.parameters()))
+    per_model = _ACTIVATION_BYTES.setdefault(model, {})
+    if key not in per_model: per_model[key] = _activation_bytes(model, sample)
+    return per_model[key]
+
+def _activation_bytes(model: nn.Module, sample: Tensor) -> int:
     total = [sample[:1].numel() * sample.element_size()]
     def hook(m, i, o):
         if isinstance(o, Tensor): total.append(o.numel() * o.element_size())

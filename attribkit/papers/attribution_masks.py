@@ -96,8 +96,8 @@ BUDGETS = {"smoke": dict(seeds=1, n_mia=128, n_mia_table2=128, iterations_table2
                        ig_steps=8),
            "paper": dict(seeds=3, n_mia=None, n_mia_table2=None, iterations_table2=19, n_score=256, n_student=None,
                          n_test=None, ig_steps=50)}
-DRY_RUN = dict(seeds=1, n_mia=4, n_mia_table2=4, n_score=4, n_student=16, n_test=4, train_images=16, train_batch=8,
-               ig_steps=4)
+DRY_RUN = dict(seeds=1, n_mia=4, n_mia_table2=4, iterations_table2=3, n_score=4, n_student=16, n_test=4, train_images=16,
+               train_batch=8, ig_steps=4)   # 3 iterations: the first claims look at i = 3
 
 def budget(scale: str, dry_run: bool = False) -> dict:
     "The size of a run at `scale` (seeds, MIA/scored/student images, iterations); `dry_run`: one seed, ≤ 4 eval images, ≤ 2 batches."

@@ -183,7 +183,7 @@ BUDGETS = {   # per scale: images, seeds, DGA steps N, flip steps, IG / Guided-I
                 chunk=None),
     "paper": dict(n_images=PAPER_SCALE_IMAGES, n_seeds=1, n_steps=30, flip_steps=20, ig_steps=50, gig_steps=200, sg_samples=50,
                   rise_masks=4000, chunk=32),
-    "dry_run": dict(n_images=2, n_seeds=1, n_steps=3, flip_steps=2, ig_steps=4, gig_steps=4, sg_samples=2, rise_masks=8, chunk=32)}
+    "dry_run": dict(n_images=2, n_seeds=1, n_steps=3, flip_steps=1, ig_steps=4, gig_steps=4, sg_samples=2, rise_masks=8, chunk=32)}
 NOTEBOOK_IMAGES = {("dga_fig8_path", "smoke"): 8, ("dga_fig9_grid", "smoke"): 16,      # smaller smoke budgets
                    ("dga_fig1_ablation", "paper"): 64, ("dga_fig8_path", "paper"): 32}  # the figures keep every map in memory
 NOTEBOOK_MODELS = {"dga_fig8_path": ["VGG-16"], "dga_fig9_grid": ["ResNet-18"]}      # the paper's figures use one model
