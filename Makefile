@@ -10,7 +10,7 @@ JOBS ?= 2
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: reproduce record data test sync-check pytest nbtest bench gpu-check clean-nbs
+.PHONY: reproduce record data test sync-check pytest nbtest dry-run bench gpu-check clean-nbs
 
 $(STAMP): settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ data:
 	else echo "Fashion-MNIST is missing. As root on Debian/Ubuntu: apt-get install dataset-fashion-mnist;" \
 	  "or put the four idx files in DIR/FashionMNIST/raw and export ATTRIBKIT_DATA=DIR"; exit 1; fi
 
-test: $(STAMP) data sync-check pytest nbtest
+test: $(STAMP) data sync-check pytest nbtest dry-run
 
 # Notebooks are the source: cleaning and exporting must not change anything.
 sync-check: $(STAMP)
@@ -48,7 +48,12 @@ sync-check: $(STAMP)
 	echo "notebooks clean and in sync with attribkit/"
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests/
+	$(BIN)/python -m pytest -q -n 2 tests/ --deselect tests/test_dry_run.py::test_every_notebook_paper_path_dry_run
+
+# Every repro notebook's paper path on format-faithful fake data (attribkit-reproduce --dry-run, 2 jobs); run alone so
+# that its two notebook kernels have the two cores to themselves
+dry-run: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_dry_run.py::test_every_notebook_paper_path_dry_run
 
 nbtest: $(STAMP)
 	$(BIN)/nbdev_test --n_workers 2 --timing
