@@ -408,8 +408,8 @@ def table3_methods(b: dict, seed: int = 0) -> dict:
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
 def _esc(s) -> str:
-    "A method name safe in a markdown table cell ('|G*I|' would end the cell and start italics)."
-    return str(s).replace("|", "\\|").replace("*", "\\*")
+    "A method name safe in a markdown table cell: '*' would start italics ('|' is escaped by `results.paper_table` itself)."
+    return str(s).replace("*", "\\*")
 
 def _esc_rows(rows: dict) -> dict:
     return {r: {_esc(k): _esc(v) if isinstance(v, str) else v for k, v in row.items()} for r, row in rows.items()}

@@ -500,8 +500,11 @@ def edge_text(m: dict, info: dict) -> str:
         f"background is {fit_r:.2f}× larger on the edge than in the interior. "
         + ("The fitted frame has the size the prior predicts (within 10%): the bright frame is the mean-field KL against the prior's boundary rows."
            if abs(math.log(max(fit_r, 1e-9)) - math.log(pred_ratio)) < math.log(1.1) else
-           f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction: the prior's boundary rows explain "
-           f"{math.log(pred_ratio) / math.log(fit_r):.0%} of it on a log scale, the rest comes from the encoder or the likelihood term (see the fixes below)."
+           (f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction: the prior's boundary rows explain "
+            f"{math.log(pred_ratio) / math.log(fit_r):.0%} of it on a log scale, the rest comes from the encoder or the likelihood term (see the fixes below)."
+            if fit_r > pred_ratio else
+            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction, i.e. smaller than the prior alone implies: "
+            "the likelihood term (the classifier's evidence) pulls the border's ν down; what remains of the frame is the prior's (see the fixes below).")
            if fit_r > 1 and pred_ratio > 1 else
            "The fitted frame does not follow the prior's prediction (the encoder or the likelihood term shapes ν there; see the fixes below)."),
         f"- **μ band.** The largest border offset of μ is on the **{worst}** side: {band[worst]:+.2f} sd of μ relative to the interior background "
