@@ -155,3 +155,14 @@ def test_cell_timeout_fails_the_notebook(tmp_path, monkeypatch):
     rec = run_notebook(tmp_path / "slow.ipynb", {"seed": 1}, tmp_path / "ex", tmp_path, tmp_path, cell_timeout=2)
     assert rec["status"] == "failed" and rec["wall_time"] < 50, rec
     assert (rec["error"], rec["cell"], rec["cell_source"]) == ("CellTimeoutError: the cell ran longer than 2 s (--cell-timeout)", 1, "import time")
+
+
+def test_papermill_sees_every_parameter_of_every_repro_notebook():
+    "Each assignment of a repro notebook's parameters cell is a papermill parameter (a comment papermill cannot parse hides it from -p and --help-notebook)."
+    import ast, papermill as pm
+    for nb in sorted((Path(__file__).resolve().parent.parent / "nbs" / "repro").glob("*.ipynb")):
+        cell = next(c for c in json.loads(nb.read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+        names = {t.id for node in ast.parse("".join(cell["source"])).body if isinstance(node, ast.Assign) for t in node.targets}
+        seen = set(pm.inspect_notebook(str(nb)))
+        assert names == seen, f"{nb.name}: papermill misses {sorted(names - seen)}"
+        assert {"scale", "data_root", "device", "seed", "out_dir", "dry_run"} <= seen, nb.name
