@@ -169,9 +169,9 @@ class IntegratedGradients(Attribution):
             n = len(x); diff = x - b
             rows = (b.unsqueeze(0) + _bcast(alphas.to(device=x.device, dtype=x.dtype), x.unsqueeze(0)) * diff.unsqueeze(0)
                     ).reshape(n_steps * n, *x.shape[1:])
-            t_rows, total = t.repeat(n_steps), torch.zeros_like(x)
+            t_rows, total, w = t.repeat(n_steps), torch.zeros_like(x), w.tolist()
             for s in tuned_chunks(len(rows), model, x, ibs):
-                _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w.tolist(), diff if relu_inside else None)
+                _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w, diff if relu_inside else None)
             attr = (total if relu_inside else total * diff).detach()
             if not return_convergence_delta: return attr
             out = check_output(batched_forward(model, torch.cat([x, b]), _ibs(model, x, ibs)), 2 * n)
