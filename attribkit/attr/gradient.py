@@ -4,7 +4,7 @@
 
 # %% ../../nbs/03a_attr_gradient.ipynb #f0b9b3b5
 from __future__ import annotations
-import inspect, math
+import functools, inspect, math
 from typing import Callable
 import numpy as np
 import torch
@@ -121,13 +121,18 @@ def _check_quadrature(quadrature) -> str:
         raise ValueError(f"unknown `quadrature` {quadrature!r}; choose one of {', '.join(QUADRATURES)}")
     return quadrature
 
+@functools.lru_cache(maxsize=32)
+def _leggauss(n: int) -> tuple[np.ndarray, np.ndarray]:
+    "Gauss–Legendre nodes and weights on [−1, 1] (an eigenproblem: computed once per `n`; callers get copies)."
+    return np.polynomial.legendre.leggauss(n)
+
 def quadrature_points(n_steps: int, quadrature: str = "gausslegendre") -> tuple[Tensor, Tensor]:
     "Nodes α_j in [0, 1] and weights w_j (summing to 1) of an `n_steps`-point rule, float64."
     n = check_positive_int(n_steps, "n_steps")
     _check_quadrature(quadrature)
     if quadrature == "gausslegendre":
-        nodes, weights = np.polynomial.legendre.leggauss(n)
-        return torch.from_numpy(0.5 * (1 + nodes)), torch.from_numpy(0.5 * weights)
+        nodes, weights = _leggauss(n)
+        return torch.tensor(0.5 * (1 + nodes)), torch.tensor(0.5 * weights)
     if quadrature == "riemann_trapezoid":
         if n < 2: raise ValueError(f"`n_steps` must be >= 2 for riemann_trapezoid, got {n}")
         w = torch.full((n,), 1.0 / (n - 1), dtype=torch.float64); w[[0, -1]] /= 2
@@ -167,9 +172,10 @@ class IntegratedGradients(Attribution):
             b = _baselines(baselines, x)
             alphas, w = quadrature_points(n_steps, quad)
             n = len(x); diff = x - b
-            rows = (b.unsqueeze(0) + _bcast(alphas.to(device=x.device, dtype=x.dtype), x.unsqueeze(0)) * diff.unsqueeze(0)
-                    ).reshape(n_steps * n, *x.shape[1:])
-            t_rows, total, w = t.repeat(n_steps), torch.zeros_like(x), w.tolist()
+            rows = torch.addcmul(b.unsqueeze(0), _bcast(alphas.to(device=x.device, dtype=x.dtype), x.unsqueeze(0)),
+                                 diff.unsqueeze(0)).reshape(n_steps * n, *x.shape[1:])     # b + α_k (x − b), one pass
+            t_rows, total = t.repeat(n_steps), torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+            w = w.to(device=x.device, dtype=x.dtype)
             for s in tuned_chunks(len(rows), model, x, ibs):
                 _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w, diff if relu_inside else None)
             attr = (total if relu_inside else total * diff).detach()
@@ -178,13 +184,22 @@ class IntegratedGradients(Attribution):
             f = out.gather(1, torch.cat([t, t])[:, None])[:, 0]
             return attr, (attr.flatten(1).sum(1) - (f[:n] - f[n:])).detach()
 
-def _add_steps(total: Tensor, g: Tensor, s: slice, n: int, w: list, diff: Tensor | None = None) -> None:
-    "Add Σ_k w_k g_k over the rows `s` of the step-major (steps × n) layout into `total` (ReLU(g ⊙ diff) with `diff`): one in-place pass per step, no gather."
-    for k in range(s.start // n, (s.stop - 1) // n + 1):
-        lo, hi = max(s.start, k * n), min(s.stop, (k + 1) * n)
-        seg = g[lo - s.start:hi - s.start]
-        if diff is not None: seg = (seg * diff[lo - k * n:hi - k * n]).clamp_min(0)
-        total[lo - k * n:hi - k * n].add_(seg, alpha=w[k])
+def _add_steps(total: Tensor, g: Tensor, s: slice, n: int, w: Tensor, diff: Tensor | None = None) -> None:
+    """Add Σ_k w_k g_k over the rows `s` of the step-major (steps × n) layout into the contiguous `total`
+    (ReLU(g ⊙ diff) with `diff`). The steps whose n rows all lie in `s` are one matrix–vector product; a step cut
+    by the chunk's edges is an in-place add of its rows."""
+    k0, k1 = -(-s.start // n), s.stop // n                  # whole steps: k0 ≤ k < k1
+    edges = [(s.start, s.stop)]
+    if diff is None and k1 - k0 > 1:
+        whole = g[k0 * n - s.start:k1 * n - s.start].reshape(k1 - k0, -1)
+        total.view(-1).addmv_(whole.t(), w[k0:k1])
+        edges = [(s.start, k0 * n), (k1 * n, s.stop)]
+    for a, z in edges:
+        for k in range(a // n, (z - 1) // n + 1) if z > a else ():
+            lo, hi = max(a, k * n), min(z, (k + 1) * n)
+            seg = g[lo - s.start:hi - s.start]
+            if diff is not None: seg = (seg * diff[lo - k * n:hi - k * n]).clamp_min(0)
+            total[lo - k * n:hi - k * n].add_(seg, alpha=w[k].item())
 
 # %% ../../nbs/03a_attr_gradient.ipynb #99eeaef5
 def _split_for(cls: type, kw: dict) -> tuple[dict, dict]:
