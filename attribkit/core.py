@@ -275,6 +275,7 @@ def batched_forward(model: nn.Module, rows: Tensor, internal_batch_size: int) ->
 # %% ../nbs/00_core.ipynb #706dd999
 _TUNED: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 _MARGIN = 0.05   # a size must be ≥ 5 % faster per row to count as better
+_SAMPLES = 2     # chunks timed per size; the faster counts, so one chunk slowed by something else cannot decide
 
 def _tune_key(sample: Tensor, grad: bool) -> tuple:
     return tuple(sample.shape[1:]), sample.dtype, sample.device.type, torch.get_num_threads(), grad
@@ -299,7 +300,7 @@ def tuned_chunks(n: int, model: nn.Module, sample: Tensor, internal_batch_size: 
     key = _tune_key(sample, grad)
     if key not in per_model:
         start = auto_batch_size(model, sample, cap=cap)
-        per_model[key] = {"start": start, "size": start, "prev": None, "times": {}, "warm": False, "done": False}
+        per_model[key] = {"start": start, "size": start, "prev": None, "runs": {}, "times": {}, "warm": False, "done": False}
     st, pos = per_model[key], 0
     while pos < n:
         size = min(st["size"], n - pos)
@@ -308,7 +309,10 @@ def tuned_chunks(n: int, model: nn.Module, sample: Tensor, internal_batch_size: 
         dt, pos = time.perf_counter() - t0, pos + size
         if st["done"] or size < st["size"]: continue          # settled, or a remainder chunk (not comparable)
         if not st["warm"]: st["warm"] = True; continue        # the first chunk pays one-time costs: not timed
-        st["times"][size] = dt / size
+        runs = st["runs"].setdefault(size, [])
+        runs.append(dt / size)
+        if len(runs) < _SAMPLES: continue
+        st["times"][size] = min(runs)
         _advance(st, cap)
 
 def tuned_batch_size(model: nn.Module, sample: Tensor, grad: bool = True) -> int | None:

@@ -7,9 +7,10 @@ For each model shape below it starts `--repeats` (≥ 5) fresh Python processes.
      (`bench_attribution.lower_bound_fn`) — over chunk sizes, keeping the fastest ("LB chunk");
   3. makes the first automatic IG call (the cache rule's guess while `tuned_chunks` times the chunks: "first call"),
      calls again until the tuner has settled (it explores with the calls' own rows, ×2/÷2 from the rule's guess,
-     keeping the fastest per-row size; "calls" reports how many calls that took), then times the automatic call, the
-     same call at the old fixed rule (128 rows on CPU) and the lower bound at its best chunk, `--rounds` times each,
-     round-robin, and reports ratios of medians. Odd processes time the variants in the reverse order.
+     keeping the fastest per-row size; "calls" reports how many calls that took); times the bound also at the rule's
+     and the tuner's sizes, so its best chunk is the best of all sizes either side tried; then times the automatic call, the
+     same call at the old fixed rule (128 rows on CPU) and the lower bound at its best chunk, `--rounds` times each
+     (more for short calls: at least `--min-time` seconds per variant), round-robin, and reports ratios of medians. Odd processes time the variants in the reverse order.
 
 The table gives, per shape, the median and min–max over processes of auto/LB, first call/LB and old/LB.
 
@@ -21,7 +22,7 @@ per-shape constants (×2 steps, a 5 % margin). `--curve` prints the lower bound'
     python benchmarks/bench_chunk.py --curve         # LB time per chunk size (one process per shape)
 """
 from __future__ import annotations
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, math, os, statistics, subprocess, sys, time
 from pathlib import Path
 import torch
 from torch import nn
@@ -82,28 +83,35 @@ def child(args):
         lb_t[c] = min(timed(fn, cpu) for _ in range(1 if args.quick else 2))
     if args.curve:
         print(json.dumps({"name": args.child, "act_kib": activation_bytes(model, x) / 1024, "curve": lb_t})); return
-    best = min(lb_t, key=lb_t.get)
     ig = lambda ibs=None: (lambda: IntegratedGradients(model, n_steps=args.steps, internal_batch_size=ibs).attribute(x, t))
-    variants = {"auto": ig(), "lb": lower_bound_fn(model, rows, trows, best)}
+    auto = ig()
+    first = timed(auto, cpu)                         # the first automatic call: the cache rule's guess, tuning under way
+    calls = 1
+    while tuned_batch_size(model, x) is None and calls < 8:   # the tuner settles within a few calls (one-time, per model)
+        auto(); calls += 1
+    for c in {auto_batch_size(model, x), tuned_batch_size(model, x)} - set(lb_t) - {None}:
+        if c < len(rows):                            # the bound also at the rule's and the tuner's sizes: the powers of two may miss its best chunk
+            fn = lower_bound_fn(model, rows, trows, c); fn()
+            lb_t[c] = min(timed(fn, cpu) for _ in range(1 if args.quick else 2))
+    best = min(lb_t, key=lb_t.get)
+    variants = {"auto": auto, "lb": lower_bound_fn(model, rows, trows, best)}
     if not args.quick: variants["old"] = ig(128)
     order = list(variants) if args.order == 0 else list(reversed(variants))
     times = {k: [] for k in variants}
-    first = timed(variants["auto"], cpu)             # the first automatic call: the cache rule's guess, tuning under way
-    calls = 1
-    while tuned_batch_size(model, x) is None and calls < 8:   # the tuner settles within a few calls (one-time, per model)
-        variants["auto"](); calls += 1
     for k in order: variants[k]()  # warm-up
-    for _ in range(args.rounds):
+    rounds = max(args.rounds, math.ceil(args.min_time / lb_t[best]))   # short calls get more rounds: their medians are noisier
+    for _ in range(rounds):
         for k in order: times[k].append(timed(variants[k], cpu))
     med = {k: statistics.median(v) for k, v in times.items()}
     print(json.dumps({"name": args.child, "order": order, "rule_rows": auto_batch_size(model, x), "lb_rows": best,
-                      "auto_rows": tuned_batch_size(model, x), "settle_calls": calls, "first_s": first,
+                      "auto_rows": tuned_batch_size(model, x), "settle_calls": calls, "rounds": rounds, "first_s": first,
                       "act_kib": activation_bytes(model, x) / 1024, **{f"{k}_s": v for k, v in med.items()}}))
 
 
 def spawn(name, order, args, curve=False):
     cmd = [sys.executable, __file__, "--child", name, "--order", str(order), "--threads", str(args.threads),
-           "--batch", str(args.batch), "--steps", str(args.steps), "--rounds", str(args.rounds)]
+           "--batch", str(args.batch), "--steps", str(args.steps), "--rounds", str(args.rounds),
+           "--min-time", str(args.min_time)]
     if args.quick: cmd.append("--quick")
     if curve: cmd.append("--curve")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -115,7 +123,9 @@ def spawn(name, order, args, curve=False):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5, help="fresh processes per shape (>= 5)")
-    ap.add_argument("--rounds", type=int, default=3, help="timed calls per variant inside one process (median)")
+    ap.add_argument("--rounds", type=int, default=5, help="timed calls per variant inside one process (median)")
+    ap.add_argument("--min-time", type=float, default=1.0,
+                    help="at least this many seconds of timed calls per variant in each process (more rounds for short calls)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=50)
@@ -139,20 +149,21 @@ def main(argv=None):
         return
     t0 = time.perf_counter()
     rng = lambda v: f"{statistics.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]"
-    print(f"{'shape':<11}{'tuned on':>9}{'KiB/row':>8}{'rule':>6}{'tuned':>10}{'LBbest':>14}{'calls':>6}{'auto s':>8}{'LB s':>7}"
+    print(f"{'shape':<11}{'tuned on':>9}{'KiB/row':>8}{'rule':>6}{'tuned':>13}{'LBbest':>14}{'calls':>6}{'auto s':>8}{'LB s':>7}"
           f"{'auto/LB':>20}{'first call/LB':>20}{'old(128)/LB':>20}")
     for n in names:
         rs = [spawn(n, i % 2, args) for i in range(args.repeats)]
         a, f = [r["auto_s"] / r["lb_s"] for r in rs], [r["first_s"] / r["lb_s"] for r in rs]
         o = [r["old_s"] / r["lb_s"] for r in rs if "old_s" in r] or [float("nan")]
-        tuned = "/".join(str(v) for v in sorted({r["auto_rows"] or 0 for r in rs}))
-        print(f"{n:<11}{'yes' if SHAPES[n][2] else 'no':>9}{rs[0]['act_kib']:>8.0f}{rs[0]['rule_rows']:>6}{tuned:>10}"
+        one = rs[0]["rule_rows"] >= args.batch * args.steps   # every call fits one chunk of the rule's size: nothing to tune
+        tuned = "/".join(str(v) if v else ("one" if one else "0") for v in sorted({r["auto_rows"] or 0 for r in rs}))
+        print(f"{n:<11}{'yes' if SHAPES[n][2] else 'no':>9}{rs[0]['act_kib']:>8.0f}{rs[0]['rule_rows']:>6}{tuned:>13}"
               f"{'/'.join(map(str, sorted({r['lb_rows'] for r in rs}))):>14}{max(r['settle_calls'] for r in rs):>6}"
               f"{statistics.median(r['auto_s'] for r in rs):>8.3f}{statistics.median(r['lb_s'] for r in rs):>7.3f}"
               f"{rng(a):>20}{rng(f):>20}{rng(o):>20}", flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s, load average at end {os.getloadavg()[0]:.2f}; {args.repeats} fresh processes "
-          "per shape, order alternated. rule = the cache rule's first guess; tuned = the size the tuner settled on (0: still "
-          "exploring); LBbest = the lower bound's fastest chunk; calls = IG calls until settled (max over processes); "
+          "per shape, order alternated. rule = the cache rule's first guess; tuned = the size the tuner settled on (0: still exploring; "
+          "one: every call fits one chunk of the rule's size, nothing to tune); LBbest = the lower bound's fastest chunk; calls = IG calls until settled (max over processes); "
           "first call = the first automatic call, tuning included.")
 
 if __name__ == "__main__":
