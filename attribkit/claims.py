@@ -10,7 +10,8 @@ import numpy as np
 
 
 # %% auto #0
-__all__ = ['VERDICTS', 'CLAIM_KEYS', 'verdict', 'claim', 'not_evaluable', 'paired', 'mean_se', 'count_verdicts', 'fmt_claim']
+__all__ = ['VERDICTS', 'CLAIM_KEYS', 'DRY_RUN', 'verdict', 'claim', 'not_evaluable', 'dry_run_claims', 'paired', 'mean_se',
+           'count_verdicts', 'fmt_claim']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
@@ -54,6 +55,13 @@ def claim(text: str, effects=None, *, units: str = "images", effect: float | Non
 def not_evaluable(text: str, reason: str, n: int = 0, units: str = "seeds") -> dict:
     "A claim the run cannot speak to (a model at chance, a collapsed student, …), with the reason."
     return claim(text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason)
+
+DRY_RUN = "dry run: fake data and weights at a tiny budget show that the paper's path runs, not what it measures"
+
+def dry_run_claims(claims: Sequence[dict], dry_run: bool = True) -> list[dict]:
+    "`claims` as a run with `dry_run` reports them: in a dry run each is `not evaluable` (reason `DRY_RUN`), its text, numbers and detail kept."
+    if not dry_run: return list(claims)
+    return [dict(c, verdict="not evaluable", detail=f"not evaluable: {DRY_RUN}; {c['detail']}") for c in claims]
 
 
 # %% ../nbs/19_claims.ipynb #bb57c0f9

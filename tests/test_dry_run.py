@@ -60,8 +60,8 @@ def test_list_names_paper_files(monkeypatch):
     assert "    paper scale reads under data_root: cifar-10-batches-py, weights/vgg16_cifar10.pth" in text
 
 
-def test_every_notebook_paper_path_dry_run():
-    "`attribkit-reproduce --scale paper --dry-run --jobs 2` runs all repro notebooks' paper paths on fake data in ≤ 10 min."
+def test_every_notebook_paper_path_dry_run(tmp_path):
+    "`attribkit-reproduce --scale paper --dry-run --jobs 2` runs all repro notebooks' paper paths on fake data in ≤ 10 min; none gives a verdict."
     notebooks = discover(REPRO)
     import papermill as pm
     no_param = [nb.stem for nb in notebooks if "dry_run" not in pm.inspect_notebook(str(nb))]
@@ -69,10 +69,14 @@ def test_every_notebook_paper_path_dry_run():
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     try:
-        r = subprocess.run([sys.executable, "-m", "attribkit.reproduce", "--scale", "paper", "--dry-run", "--jobs", "2", "--device", "cpu"],
+        r = subprocess.run([sys.executable, "-m", "attribkit.reproduce", "--scale", "paper", "--dry-run", "--jobs", "2", "--device", "cpu",
+                            "--out", str(tmp_path / "out")],
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"the dry run took more than 10 minutes; its output so far:\n{(e.stdout or b'')[-4000:]}")
     tail = r.stdout[-6000:] + r.stderr[-2000:]
     assert r.returncode == 0, tail
     assert f"{len(notebooks)} notebooks, 0 failed" in r.stdout and len(notebooks) >= 24, tail
+    judged = {p.stem: [c["claim"] for c in json.loads(p.read_text())["claims"] if c["verdict"] != "not evaluable"]
+              for p in (tmp_path / "out").glob("*.json") if not p.name.startswith(".")}   # not the runner's .reproduce-state.json
+    assert len(judged) == len(notebooks) and not any(judged.values()), f"verdicts from fake data: { {k: v for k, v in judged.items() if v} }"

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn, Tensor
 from ..core import attribute, as_local, available_methods, resolve_device, seed_everything, target_grad
-from ..claims import claim, mean_se, paired
+from ..claims import DRY_RUN, claim, mean_se, paired
 from ..metrics import flip_curves
 from ..dga import DGA
 
@@ -261,7 +261,7 @@ def setup(notebook: str, scale: str = "smoke", seed: int = 0, device="auto", dat
         keep = {model_label(k, scale) for k in NOTEBOOK_MODELS[notebook]}
         info["accuracy"] = {k: v for k, v in info["accuracy"].items() if k in keep}
     if dry_run and scale == "paper":   # a check that the paper's path runs, not a measurement
-        info["chance"] = {k: f"dry run ({b['n_images']} images, N = {b['n_steps']}; the weights may be random): not evidence"
+        info["chance"] = {k: f"{DRY_RUN} ({b['n_images']} images, N = {b['n_steps']})"
                           for k in runs[0]}
     return Experiment(notebook, scale, seeds, runs, info, b, dry_run)
 

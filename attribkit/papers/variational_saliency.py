@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Subset, TensorDataset
-from ..claims import claim, mean_se, not_evaluable, paired
+from ..claims import claim, dry_run_claims, mean_se, not_evaluable, paired
 from ..core import atomic_save, attribute, resolve_device, seed_everything
 from ..data import (FASHION_MNIST_CLASSES, FASHION_MNIST_STATS, IMAGENET_STATS, DataSplits, fashion_mosaics,
                             imagenet_folder, shapes)
@@ -130,6 +130,7 @@ class VSMSetup:
     fit_kw: dict                 # VariationalSaliency.fit(**fit_kw)
     fit_with: Callable           # (seed, settings, fit_kw) -> (classifier, top-1 hit rate or None, fitted VSM)
     pred_names: list | None = None   # names of the classifier's outputs when they differ from `class_names` (ImageNet)
+    dry_run: bool = False            # the paper protocol at a tiny budget: its claims are not evaluable
     t0: float = field(default_factory=time.time)
 
     @property
@@ -243,7 +244,7 @@ def vsm_setup(scale: str = "smoke", data_root=None, device="auto", seed: int = 0
                     topk_kw=dict(n_iter=cfg["sinkhorn_iter"]) if topk == "sinkhorn" else None)
     if padding != "zeros": settings["padding"] = padding      # only when set, so that the default's cache key stays as it was
     fit_kw = dict(epochs=cfg["vsm_epochs"], batch_size=cfg["batch"], lr=cfg["lr"], k_start=k_start)
-    return VSMSetup(scale, cfg, dev, [seed + i for i in range(cfg["seeds"])], g, settings=settings, fit_kw=fit_kw, fit_with=make, t0=t0, **parts)
+    return VSMSetup(scale, cfg, dev, [seed + i for i in range(cfg["seeds"])], g, settings=settings, fit_kw=fit_kw, fit_with=make, t0=t0, dry_run=dry_run and scale == "paper", **parts)
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #152aa5f8
 def units_of(runs: list) -> tuple[bool, str]:
@@ -373,6 +374,7 @@ def compare_methods(S: VSMSetup) -> Experiment:
     summary = f"{hit_text(S, runs)}; VSM final loss per seed {[round(r['vsm'].history[-1]['loss'], 4) for r in runs]}; {S.elapsed():.0f} s"
     extra = dict(data=data, model=S.model_name, seeds=S.seeds, best_baseline=best, vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  settings=S.settings_record(**b))
+    claims = dry_run_claims(claims, S.dry_run)
     return Experiment(runs, measured, table, title, claims, eval_diagnosis(S, claims, measured, kk, units), summary, extra, more=dict(best=best))
 
 def eval_diagnosis(S: VSMSetup, claims: list, measured: dict, kk: dict, units: str) -> str:
@@ -584,6 +586,7 @@ def prior_experiment(S: VSMSetup, rho: float = 0.9, lam: float = 4.0) -> Experim
     extra = dict(data=S.cfg["data"], model=S.model_name, seeds=S.seeds[:1], vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  settings=S.settings_record(rho=rho, lam=lam, **S.cfg["prior"]))
     edge_title = "Edge artefacts before and after the fixes (first seed's VSM refitted with the same budget)"
+    claims = dry_run_claims(claims, S.dry_run)
     return Experiment(runs, measured, rows, title, claims, edge_text(measured, info) + "\n\n" + fix_text, hit_text(S, runs), extra,
                       corner="prior", more=dict(samples=samples, fixed=fixed_runs), also={edge_title: edge_rows})
 
@@ -665,6 +668,7 @@ def pipeline_experiment(S: VSMSetup) -> Experiment:
     table = {n: {"KL(p_origin ‖ p_perturb) ↓": measured[f"KL(p_origin||p_perturb), {n}"], "top-1 kept ↑": measured[f"top-1 kept, {n}"]} for n in names}
     extra = dict(data=S.cfg["data"], model=S.model_name, seeds=S.seeds[:1], vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  settings=S.settings_record(**S.cfg["schematic"]))
+    claims = dry_run_claims(claims, S.dry_run)
     return Experiment(runs, measured, table, f"Figure-1 pipeline, kept fraction k = {k}; {hit_text(S, runs)}", claims,
                       "\n".join(lines) if lines else "Both claims hold (or the run cannot speak; see above).", hit_text(S, runs), extra, corner="mask")
 
