@@ -174,7 +174,7 @@ class IntegratedGradients(Attribution):
             n = len(x); diff = x - b
             rows = torch.addcmul(b.unsqueeze(0), _bcast(alphas.to(device=x.device, dtype=x.dtype), x.unsqueeze(0)),
                                  diff.unsqueeze(0)).reshape(n_steps * n, *x.shape[1:])     # b + α_k (x − b), one pass
-            t_rows, total = t.repeat(n_steps), torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+            t_rows, total = t.repeat(n_steps), torch.zeros(x.shape, dtype=x.dtype, device=x.device)   # contiguous: _add_steps views it flat
             w = w.to(device=x.device, dtype=x.dtype)
             for s in tuned_chunks(len(rows), model, x, ibs):
                 _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w, diff if relu_inside else None)
@@ -190,16 +190,16 @@ def _add_steps(total: Tensor, g: Tensor, s: slice, n: int, w: Tensor, diff: Tens
     by the chunk's edges is an in-place add of its rows."""
     k0, k1 = -(-s.start // n), s.stop // n                  # whole steps: k0 ≤ k < k1
     edges = [(s.start, s.stop)]
-    if diff is None and k1 - k0 > 1:
+    if diff is None and k1 > k0:
         whole = g[k0 * n - s.start:k1 * n - s.start].reshape(k1 - k0, -1)
         total.view(-1).addmv_(whole.t(), w[k0:k1])
-        edges = [(s.start, k0 * n), (k1 * n, s.stop)]
+        edges = [e for e in ((s.start, k0 * n), (k1 * n, s.stop)) if e[1] > e[0]]
     for a, z in edges:
-        for k in range(a // n, (z - 1) // n + 1) if z > a else ():
+        for k in range(a // n, (z - 1) // n + 1):
             lo, hi = max(a, k * n), min(z, (k + 1) * n)
             seg = g[lo - s.start:hi - s.start]
             if diff is not None: seg = (seg * diff[lo - k * n:hi - k * n]).clamp_min(0)
-            total[lo - k * n:hi - k * n].add_(seg, alpha=w[k].item())
+            total[lo - k * n:hi - k * n].addcmul_(seg, w[k])   # w[k] stays a tensor: no host sync on CUDA
 
 # %% ../../nbs/03a_attr_gradient.ipynb #99eeaef5
 def _split_for(cls: type, kw: dict) -> tuple[dict, dict]:
