@@ -176,6 +176,6 @@ def test_auto_batch_size_follows_activation_bytes():
     "More activation bytes per row → fewer rows; an MLP gets many rows, a wide CNN few (no timing here)."
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 256), nn.ReLU(), nn.Linear(256, 10))
     wide = nn.Sequential(nn.Conv2d(3, 128, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(128 * 32 * 32, 10))
-    x = torch.randn(2, 3, 32, 32)
-    assert auto_batch_size(wide, x) < 64 < auto_batch_size(mlp, x) <= 4096
+    x, llc = torch.randn(2, 3, 32, 32), 32 * 2**20   # a fixed 32 MiB cache: the rule, not this machine's cache size
+    assert auto_batch_size(wide, x, budget=llc) < 64 < auto_batch_size(mlp, x, budget=llc) <= 4096
     assert auto_batch_size(wide, x, budget=2**20) == max(1, 2**20 // ((3 + 128 + 128 + 128) * 32 * 32 * 4 + 40))
