@@ -1,4 +1,4 @@
-# The two commands the README opens with: `make reproduce` and `make test`.
+# The two commands the README opens with: `make record` and `make test`; `make check` is the slower tier CI adds.
 # Both create/reuse .venv; installing is skipped while settings.ini and setup.py are unchanged.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -10,7 +10,7 @@ JOBS ?= 2
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: reproduce record data test sync-check pytest nbtest dry-run bench gpu-check clean-nbs
+.PHONY: reproduce record data test check sync-check pytest nbtest slow-tests bench gpu-check lab
 
 $(STAMP): settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ data:
 	else echo "Fashion-MNIST is missing. As root on Debian/Ubuntu: apt-get install dataset-fashion-mnist;" \
 	  "or put the four idx files in DIR/FashionMNIST/raw and export ATTRIBKIT_DATA=DIR"; exit 1; fi
 
-test: $(STAMP) data sync-check pytest nbtest dry-run
+# The contributor's loop (a few minutes): notebooks ↔ library sync, the fast pytest tier, the notebooks' example-tests
+test: $(STAMP) data sync-check pytest nbtest
+
+# The slower tier (what .ci/run adds after `make test`): tests marked slow (the wheel in a fresh venv, the 24-notebook
+# paper-path dry run, training to accuracy floors), then the smoke reproduction of every repro notebook
+check: $(STAMP) data slow-tests reproduce
 
 # Notebooks are the source: cleaning and exporting must not change anything.
 sync-check: $(STAMP)
@@ -47,13 +52,13 @@ sync-check: $(STAMP)
 	  git status --porcelain; exit 1; fi; \
 	echo "notebooks clean and in sync with attribkit/"
 
+# pytest.ini_options in pyproject.toml deselect the tests marked slow; `slow-tests` runs only those, one at a time, so
+# that the dry run's two notebook kernels have the two cores to themselves
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests/ --deselect tests/test_dry_run.py::test_every_notebook_paper_path_dry_run
+	$(BIN)/python -m pytest -q -n 2 tests/
 
-# Every repro notebook's paper path on format-faithful fake data (attribkit-reproduce --dry-run, 2 jobs); run alone so
-# that its two notebook kernels have the two cores to themselves
-dry-run: $(STAMP)
-	$(BIN)/python -m pytest -q tests/test_dry_run.py::test_every_notebook_paper_path_dry_run
+slow-tests: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow tests/
 
 nbtest: $(STAMP)
 	$(BIN)/nbdev_test --n_workers 2 --timing
@@ -64,3 +69,7 @@ bench: $(STAMP)
 # On a CUDA machine: the benchmarks with --device cuda and a smoke reproduction → gpu_check.json (exits 0 without CUDA)
 gpu-check: $(STAMP) data
 	$(BIN)/python benchmarks/gpu_check.py --out gpu_check.json
+
+# JupyterLab on the repro notebooks from the project's venv (as root too: --allow-root is harmless otherwise)
+lab: $(STAMP)
+	$(BIN)/jupyter lab --allow-root --no-browser nbs/repro

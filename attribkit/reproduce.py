@@ -75,9 +75,16 @@ def _first_line(src) -> str:
     lines = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#|")]
     return lines[0].strip() if lines else ""
 
+def _ipc_kernel_config(folder):
+    "Kernel settings for one run: the kernel talks over IPC sockets in the private `folder`, so no TCP port is opened and the kernel prints no unencrypted-TCP warning."
+    from traitlets.config import Config
+    cfg = Config()
+    cfg.KernelManager.transport, cfg.KernelManager.ip = "ipc", str(Path(folder) / "kernel")
+    return cfg
+
 def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_timeout: float | None = None) -> dict:
-    "Run one notebook with papermill on kernel `python3` (each cell at most `cell_timeout` s); return a record {name, status, wall_time, error, ...}."
-    import papermill as pm
+    "Run one notebook with papermill on kernel `python3` (each cell at most `cell_timeout` s; IPC sockets, not TCP); return a record {name, status, wall_time, error, ...}."
+    import papermill as pm, tempfile
     nb_path = Path(nb_path); name = nb_path.stem
     out_nb = Path(executed_dir) / nb_path.name; out_nb.parent.mkdir(parents=True, exist_ok=True)
     res = Path(results_dir) / f"{name}.json"
@@ -86,9 +93,11 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
            "error": None, "cell": None, "cell_source": None}
     t0, log = time.perf_counter(), logging.getLogger("papermill")
     level = log.level; log.setLevel(logging.ERROR)   # papermill cannot parse `a = 1; b = 2` parameter lines and warns
+    sockets = tempfile.TemporaryDirectory(prefix="attribkit-kernel-")
     try:
         pm.execute_notebook(str(nb_path), str(out_nb), parameters=params, kernel_name="python3", cwd=str(cwd),
-                            progress_bar=False, log_output=False, execution_timeout=cell_timeout)
+                            progress_bar=False, log_output=False, execution_timeout=cell_timeout,
+                            config=_ipc_kernel_config(sockets.name))
     except pm.PapermillExecutionError as e:
         src_nb = json.loads(nb_path.read_text(encoding="utf-8"))
         pi = parameters_cell(src_nb)
@@ -97,7 +106,7 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
     except Exception as e:
         rec.update(status="failed", error=f"{type(e).__name__}: {e}")
         if type(e).__name__ == "CellTimeoutError": rec.update(_timed_out_cell(nb_path, out_nb, cell_timeout))
-    finally: log.setLevel(level)
+    finally: log.setLevel(level); sockets.cleanup()
     rec["wall_time"] = round(time.perf_counter() - t0, 2)
     if rec["status"] == "ok":
         try: load_results(res)

@@ -36,6 +36,7 @@ def test_fake_data_root_is_deterministic_and_readable(tmp_path):
     assert np.isin(cl.test.ids, seg.test.ids).sum() == 4
 
 
+@pytest.mark.slow
 def test_dry_run_probe_on_temporary_data_root(kernel_env):
     "`--dry-run` writes a temporary fake data root, passes scale=paper and dry_run=True, removes the root, exits 0."
     tmp = kernel_env
@@ -60,8 +61,9 @@ def test_list_names_paper_files(monkeypatch):
     assert "    paper scale reads under data_root: cifar-10-batches-py, weights/vgg16_cifar10.pth" in text
 
 
+@pytest.mark.slow
 def test_every_notebook_paper_path_dry_run(tmp_path):
-    "`attribkit-reproduce --scale paper --dry-run --jobs 2` runs all repro notebooks' paper paths on fake data in ≤ 10 min; none gives a verdict."
+    "`attribkit-reproduce --scale paper --dry-run --jobs 2` runs all repro notebooks' paper paths on fake data; none gives a verdict (30 min: a guard against a hang, not a speed test)."
     notebooks = discover(REPRO)
     import papermill as pm
     no_param = [nb.stem for nb in notebooks if "dry_run" not in pm.inspect_notebook(str(nb))]
@@ -71,9 +73,9 @@ def test_every_notebook_paper_path_dry_run(tmp_path):
     try:
         r = subprocess.run([sys.executable, "-m", "attribkit.reproduce", "--scale", "paper", "--dry-run", "--jobs", "2", "--device", "cpu",
                             "--out", str(tmp_path / "out")],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the dry run took more than 10 minutes; its output so far:\n{(e.stdout or b'')[-4000:]}")
+        pytest.fail(f"the dry run took more than 30 minutes (hung?); its output so far:\n{(e.stdout or b'')[-4000:]}")
     tail = r.stdout[-6000:] + r.stderr[-2000:]
     assert r.returncode == 0, tail
     assert f"{len(notebooks)} notebooks, 0 failed" in r.stdout and len(notebooks) >= 24, tail

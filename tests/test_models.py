@@ -242,6 +242,7 @@ def test_atomic_save_leaves_no_partial_file(tmp_path, monkeypatch):
     assert torch.equal(torch.load(target, weights_only=True)["a"], torch.ones(2))  # old file intact
 
 
+@pytest.mark.slow
 def test_digits_nib_vgg16_accuracy_and_completeness(tmp_path, monkeypatch):
     """Issue criterion: the width-reduced NIB VGG16 trained from scratch on digits() reaches >= 95 % test accuracy,
     and sum(x * grad f_y) = f_y to 1e-4 relative on every test image; with layer biases the identity fails."""

@@ -143,18 +143,35 @@ def test_index_screenshot_not_blank(runs, tmp_path):
     assert any(abs(r - 255) < 20 and abs(g - 127) < 30 and b < 60 for _, (r, g, b) in colors)
 
 
-def test_cell_timeout_fails_the_notebook(tmp_path, monkeypatch):
-    "`--cell-timeout` (default 300 s in a dry run): a cell that runs longer fails its notebook instead of hanging the run."
-    from attribkit.reproduce import run_notebook
+def _tiny_notebook(path: Path, code: str) -> Path:
+    "A repro-style notebook: a parameters cell `seed = 0`, then one code cell."
     nb = {"cells": [{"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "execution_count": None, "outputs": [],
                      "source": ["seed = 0"]},
                     {"cell_type": "code", "id": "s", "metadata": {}, "execution_count": None, "outputs": [],
-                     "source": ["import time\n", "time.sleep(60)"]}],
+                     "source": code.splitlines(keepends=True)}],
           "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
-    (tmp_path / "slow.ipynb").write_text(json.dumps(nb))
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_cell_timeout_fails_the_notebook(tmp_path, monkeypatch):
+    "`--cell-timeout` (default 300 s in a dry run): a cell that runs longer fails its notebook instead of hanging the run."
+    from attribkit.reproduce import run_notebook
+    _tiny_notebook(tmp_path / "slow.ipynb", "import time\ntime.sleep(60)")
     rec = run_notebook(tmp_path / "slow.ipynb", {"seed": 1}, tmp_path / "ex", tmp_path, tmp_path, cell_timeout=2)
     assert rec["status"] == "failed" and rec["wall_time"] < 50, rec
     assert (rec["error"], rec["cell"], rec["cell_source"]) == ("CellTimeoutError: the cell ran longer than 2 s (--cell-timeout)", 1, "import time")
+
+
+def test_kernel_uses_ipc_and_prints_no_tcp_warning(tmp_path, capfd):
+    "The kernel talks over IPC sockets in a private temporary folder: no per-notebook unencrypted-TCP warning, no socket files left in the working folder."
+    from attribkit.reproduce import run_notebook
+    _tiny_notebook(tmp_path / "quiet.ipynb", "x = seed + 1")
+    rec = run_notebook(tmp_path / "quiet.ipynb", {"seed": 1}, tmp_path / "ex", tmp_path, tmp_path)
+    err = capfd.readouterr().err
+    assert "without encryption" not in err and "IPKernelApp" not in err, err
+    assert rec["status"] == "failed" and "wrote no results file" in rec["error"]   # the notebook ran; it saves no results
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ex", "quiet.ipynb"]
 
 
 def test_papermill_sees_every_parameter_of_every_repro_notebook():
