@@ -16,8 +16,8 @@ __all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 
            'warn_once_per_call', 'check_call', 'find_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
            'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks', 'tuned_batch_size',
            'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device',
-           'atomic_write', 'atomic_save', 'Attribution', 'register', 'available_methods', 'get_method', 'as_local',
-           'attribute', 'RandomAttribution']
+           'atomic_write', 'atomic_save', 'Attribution', 'check_no_forward_args', 'register', 'available_methods',
+           'get_method', 'as_local', 'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -391,7 +391,9 @@ def atomic_save(obj, path: str | os.PathLike) -> Path:
 _REGISTRY: dict[str, type] = {}
 
 class Attribution:
-    "Base class: holds the model; subclasses implement `attribute(inputs, target=None, **kw)`."
+    """Base class: holds the model; subclasses implement `attribute(inputs, target=None, **kw)`.
+    Callers pass `target=` by keyword to `attribute` (IG and DeepLift take `baselines` second, in Captum's order);
+    calling the object, `method(inputs, target)`, takes it second."""
     def __init__(self, model: nn.Module):
         self.model = check_model(model)
     def attribute(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
@@ -400,9 +402,16 @@ class Attribution:
     def attribute_rows(self, rows: Tensor, target: Tensor, **kwargs) -> Tensor:
         """Attributions of `rows` that a wrapper (e.g. SmoothGrad) has already validated, with `target` a LongTensor,
         called inside the wrapper's open `model_scope`. Default: `attribute`; a subclass may skip its checks here."""
-        return self.attribute(rows, target, **kwargs)
+        return self.attribute(rows, target=target, **kwargs)
     def __call__(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
-        return self.attribute(inputs, target, **kwargs)
+        return self.attribute(inputs, target=target, **kwargs)
+
+def check_no_forward_args(additional_forward_args) -> None:
+    "Captum's `additional_forward_args`: attribkit calls the model as `model(inputs)`, so only None is accepted."
+    if additional_forward_args is not None:
+        raise ValueError("`additional_forward_args` must be None: attribkit calls the model as model(inputs); got "
+                         f"{type(additional_forward_args).__name__}. Wrap the model in an nn.Module whose forward(x) "
+                         "calls model(x, *args)")
 
 def register(name: str) -> Callable[[type], type]:
     "Class decorator adding an attribution method to the registry under `name`."
@@ -444,7 +453,7 @@ def _detach(out):
 def _run(obj, model: nn.Module, inputs: Tensor, target, call_kw: dict):
     "Call an attribkit or Captum attribution object after `check_call`."
     t = check_call(model, inputs, target)
-    if isinstance(obj, Attribution): return obj.attribute(inputs, target, **call_kw)
+    if isinstance(obj, Attribution): return obj.attribute(inputs, target=target, **call_kw)
     with model_scope(model):
         if t is None: t = predict_target(model, inputs)
         with warn_once_per_call():

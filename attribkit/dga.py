@@ -93,7 +93,7 @@ class ReLUVariant(Attribution):
 
     def attribute(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
         "Attributions of the base method with the ReLU applied outside (p1) or inside (p2) the path integral."
-        a = self.method.attribute(inputs, target, **kwargs)
+        a = self.method.attribute(inputs, target=target, **kwargs)
         return a if self.inside else a.clamp_min(0)
 
 @register("ig_p1")

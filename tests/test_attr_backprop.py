@@ -80,7 +80,7 @@ def test_deeplift_matches_captum(net, baseline):
     m = {"cnn": cnn, "pool_mid": pool_mid_cnn, "mlp": mlp}[net]()
     x = X if net != "mlp" else torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     b = None if baseline is None else 0.5 * torch.randn(x.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    ours = DeepLift(m).attribute(x, Y, baselines=b)
+    ours = DeepLift(m).attribute(x, target=Y, baselines=b)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref = captum_attr.DeepLift(m).attribute(x.clone().requires_grad_(), target=Y, baselines=b).detach()
@@ -90,38 +90,38 @@ def test_deeplift_matches_captum(net, baseline):
 def test_deeplift_summation_to_delta_with_maxpool():
     m = cnn()
     b = 0.5 * torch.randn(X.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    attr, delta = DeepLift(m).attribute(X, Y, baselines=b, return_convergence_delta=True)
+    attr, delta = DeepLift(m).attribute(X, target=Y, baselines=b, return_convergence_delta=True)
     assert delta.abs().max() < 1e-9
     assert (attr - (X - b) * target_grad(m, X, Y)).abs().max() > 1e-4  # not simply G×(x-b)
 
 
 def test_deeplift_zero_baseline_is_gxi_on_bias_free_relu_model():
     m = cnn(bias=False)
-    torch.testing.assert_close(DeepLift(m).attribute(X, Y), X * target_grad(m, X, Y), atol=TOL, rtol=0)
+    torch.testing.assert_close(DeepLift(m).attribute(X, target=Y), X * target_grad(m, X, Y), atol=TOL, rtol=0)
 
 
 def test_deeplift_functional_relu_equals_module_twin():
     m = cnn()
     b = 0.3 * torch.ones_like(X)
-    torch.testing.assert_close(DeepLift(FunctionalCnn(m, "functional")).attribute(X, Y, baselines=b),
-                               DeepLift(m).attribute(X, Y, baselines=b), atol=TOL, rtol=0)
+    torch.testing.assert_close(DeepLift(FunctionalCnn(m, "functional")).attribute(X, target=Y, baselines=b),
+                               DeepLift(m).attribute(X, target=Y, baselines=b), atol=TOL, rtol=0)
 
 
 def test_deeplift_unsupported_nonlinearity_names_it():
     m = make_mlp((6, 4, 3), act=nn.Tanh)
     with pytest.raises(TypeError, match=r"`1` \(Tanh\)"):
-        DeepLift(m).attribute(torch.randn(2, 6, dtype=torch.float64), 0)
+        DeepLift(m).attribute(torch.randn(2, 6, dtype=torch.float64), target=0)
 
     class Sig(nn.Module):
         def __init__(self): super().__init__(); self.l = nn.Linear(6, 3).double()
         def forward(self, x): return self.l(torch.sigmoid(x))
     with pytest.raises(TypeError, match="sigmoid"):
-        DeepLift(Sig()).attribute(torch.randn(2, 6, dtype=torch.float64), 0)
+        DeepLift(Sig()).attribute(torch.randn(2, 6, dtype=torch.float64), target=0)
 
 
 def test_deeplift_bad_baselines():
     with pytest.raises(ValueError, match="`baselines`"):
-        DeepLift(mlp()).attribute(torch.randn(2, 6, dtype=torch.float64), 0, baselines=torch.zeros(5, dtype=torch.float64))
+        DeepLift(mlp()).attribute(torch.randn(2, 6, dtype=torch.float64), target=0, baselines=torch.zeros(5, dtype=torch.float64))
 
 
 # ---------------------------------------------------------------- LRP
@@ -272,7 +272,7 @@ def test_hygiene_after_error_raised_inside_forward():
         def forward(self, x): return self.l(torch.sigmoid(self.r(x)))
     m = Sig().train(); before = snapshot(m)
     with pytest.raises(TypeError, match="sigmoid"):
-        DeepLift(m).attribute(torch.randn(2, 6, dtype=torch.float64), 0)
+        DeepLift(m).attribute(torch.randn(2, 6, dtype=torch.float64), target=0)
     assert same(snapshot(m), before) and torch._C._len_torch_function_stack() == 0
 
 

@@ -32,8 +32,10 @@ def logit(m, x, y):
 # ---------------------------------------------------------------- Captum parity (float64, 1e-6)
 def test_saliency_gxi_match_captum():
     m, (x, y) = relu_cnn(), data()
-    close(Saliency(m).attribute(x, y),
+    close(Saliency(m).attribute(x, y, abs=False),
                                captum_attr.Saliency(m).attribute(x, target=y, abs=False), atol=1e-6, rtol=0)
+    close(Saliency(m).attribute(x, y), captum_attr.Saliency(m).attribute(x, target=y), atol=1e-6, rtol=0)   # |∇| by default
+    close(attribute(m, x, y, method="saliency"), Saliency(m).attribute(x, y, abs=False), atol=0, rtol=0)   # the name keeps the sign
     close(InputXGradient(m).attribute(x, y),
                                captum_attr.InputXGradient(m).attribute(x, target=y), atol=1e-6, rtol=0)
     close(Saliency(m, abs=True).attribute(x, y),
@@ -44,7 +46,7 @@ def test_saliency_gxi_match_captum():
 def test_ig_matches_captum(quad):
     m, (x, y) = relu_cnn(), data()
     b = torch.randn(1, 2, 6, 6, dtype=torch.float64) * 0.1
-    ours, d = IntegratedGradients(m, n_steps=20, quadrature=quad).attribute(x, y, baselines=b, return_convergence_delta=True)
+    ours, d = IntegratedGradients(m, n_steps=20, quadrature=quad).attribute(x, target=y, baselines=b, return_convergence_delta=True)
     ref, dref = captum_attr.IntegratedGradients(m).attribute(x, baselines=b.expand_as(x), target=y, n_steps=20,
                                                              method=quad, return_convergence_delta=True)
     close(ours, ref, atol=1e-6, rtol=0)
@@ -57,7 +59,7 @@ def test_ig_trapezoid_weights_sum_to_one_unlike_captum():
     # on a linear model IG is exact for weights summing to 1
     lin = make_linear(4, 72, bias=True)
     x, y = data()
-    ours = IntegratedGradients(lin, n_steps=10, quadrature="riemann_trapezoid").attribute(x, y)
+    ours = IntegratedGradients(lin, n_steps=10, quadrature="riemann_trapezoid").attribute(x, target=y)
     close(ours, InputXGradient(lin).attribute(x, y), atol=1e-12, rtol=0)
 
 
@@ -87,7 +89,7 @@ def test_smoothgrad_noise_scale_relative_to_range():
 # ---------------------------------------------------------------- identities
 def test_ig_completeness_n64_smooth_model():
     m, (x, y) = smooth_cnn(), data()
-    a = IntegratedGradients(m, n_steps=64).attribute(x, y)
+    a = IntegratedGradients(m, n_steps=64).attribute(x, target=y)
     df = logit(m, x, y) - logit(m, torch.zeros_like(x), y)
     assert ((a.flatten(1).sum(1) - df).abs() <= 1e-3 * df.abs()).all()
 
@@ -95,13 +97,13 @@ def test_ig_completeness_n64_smooth_model():
 def test_nib_relu_gxi_equals_ig0_and_is_complete():
     m, (x, y) = relu_cnn(bias=False), data()
     gxi = InputXGradient(m).attribute(x, y)
-    close(gxi, IntegratedGradients(m, n_steps=7).attribute(x, y), atol=1e-10, rtol=0)
+    close(gxi, IntegratedGradients(m, n_steps=7).attribute(x, target=y), atol=1e-10, rtol=0)
     close(gxi.flatten(1).sum(1), logit(m, x, y), atol=1e-10, rtol=0)
 
 
 def test_gxsi_pgxi_definitions():
     m, (x, y) = relu_cnn(), data()
-    g = Saliency(m).attribute(x, y)
+    g = Saliency(m, abs=False).attribute(x, y)
     close(GradientXSign(m).attribute(x, y), torch.sign(x) * g)
     close(PositiveInputXGradient(m).attribute(x, y), g.clamp_min(0) * x)
     close(PositiveInputXGradient(m, variant="abs").attribute(x, y), g.abs() * x)
@@ -110,8 +112,8 @@ def test_gxsi_pgxi_definitions():
 def test_ig_relu_inside_is_integral_of_relu():
     m, (x, y) = relu_cnn(), data()
     b = 0.2
-    p2 = IntegratedGradients(m, n_steps=5, quadrature="riemann_left", relu_inside=True).attribute(x, y, baselines=b)
-    ref = sum(0.2 * ((x - b) * Saliency(m).attribute(b + a * (x - b), y)).clamp_min(0) for a in (0, .2, .4, .6, .8))
+    p2 = IntegratedGradients(m, n_steps=5, quadrature="riemann_left", relu_inside=True).attribute(x, target=y, baselines=b)
+    ref = sum(0.2 * ((x - b) * Saliency(m, abs=False).attribute(b + a * (x - b), y)).clamp_min(0) for a in (0, .2, .4, .6, .8))
     close(p2, ref, atol=1e-12, rtol=0)
 
 
@@ -220,7 +222,7 @@ def test_seeded_determinism():
 def test_chunking_invariance():
     m, (x, y) = relu_cnn(), data()
     ig = IntegratedGradients(m, n_steps=9)
-    close(ig.attribute(x, y, internal_batch_size=1), ig.attribute(x, y, internal_batch_size=500))
+    close(ig.attribute(x, target=y, internal_batch_size=1), ig.attribute(x, target=y, internal_batch_size=500))
     g = GuidedIG(m, n_steps=10)
     close(g.attribute(x, y, internal_batch_size=2), g.attribute(x, y))
 
@@ -229,18 +231,19 @@ def test_chunking_invariance():
 @pytest.mark.parametrize("call, exc, msg", [
     (lambda m, x, y: Saliency(m).attribute([[1.0]], y), TypeError, "`inputs`"),
     (lambda m, x, y: Saliency(m).attribute(x.long(), y), TypeError, "floating dtype"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x[0], y), ValueError, "batch"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x * float("nan"), y), ValueError, "NaN"),
-    (lambda m, x, y: IntegratedGradients(m, n_steps=4).attribute(x, 7), ValueError, "out of range"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, [0, 1]), ValueError, "length 2"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, baselines=torch.zeros(2, 2, 6, 6)), ValueError, "`baselines`"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, baselines="black"), TypeError, "`baselines`"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, baselines=lambda z: 0), TypeError, "`baselines`"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, n_steps=0), ValueError, "`n_steps`"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, internal_batch_size=0), ValueError, "`internal_batch_size`"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, quadrature="simpson"), ValueError, "unknown `quadrature`"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x[0], target=y), ValueError, "batch"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x * float("nan"), target=y), ValueError, "NaN"),
+    (lambda m, x, y: IntegratedGradients(m, n_steps=4).attribute(x, target=7), ValueError, "out of range"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=[0, 1]), ValueError, "length 2"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, baselines=torch.zeros(2, 2, 6, 6)), ValueError, "`baselines`"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, baselines="black"), TypeError, "`baselines`"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, baselines=lambda z: 0), TypeError, "`baselines`"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, n_steps=0), ValueError, "`n_steps`"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, internal_batch_size=0), ValueError, "`internal_batch_size`"),
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, quadrature="simpson"), ValueError, "unknown `quadrature`"),
     (lambda m, x, y: IntegratedGradients(m, quadrature="simpson"), ValueError, "unknown `quadrature`"),
-    (lambda m, x, y: IntegratedGradients(m).attribute(x, y, method="riemann_left"), TypeError, "method"),  # `quadrature=`
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, target=y, method="simpson"), ValueError, "unknown `method`"),  # Captum's name
+    (lambda m, x, y: IntegratedGradients(m).attribute(x, y), TypeError, "`baselines`"),  # Captum's order: baselines second
     (lambda m, x, y: SmoothGrad(m).attribute(x, y, n_samples=0), ValueError, "`n_samples`"),
     (lambda m, x, y: SmoothGrad(m).attribute(x, y, internal_batch_size=-1), ValueError, "`internal_batch_size`"),
     (lambda m, x, y: SmoothGrad(m).attribute(x, y, noise_level=float("inf")), ValueError, "`noise_level`"),
@@ -263,4 +266,4 @@ def test_model_output_wrong_shape_and_non_module():
         Saliency(lambda z: z)
     bad = nn.Sequential(nn.Conv2d(2, 3, 3)).double()   # 4-D output
     with pytest.raises(ValueError, match="model output"):
-        IntegratedGradients(bad, n_steps=2).attribute(x, 0)
+        IntegratedGradients(bad, n_steps=2).attribute(x, target=0)

@@ -106,10 +106,10 @@ def test_dga_ufg_matches_appendix_listing(n_steps, q):
 def test_relu_variants_of_ig_and_gig():
     from attribkit.attr import gradient
     m, x = bn_cnn(), torch.randn(2, 3, 8, 8, dtype=torch.float64)
-    ig = gradient.IntegratedGradients(m, n_steps=12).attribute(x, 1)
+    ig = gradient.IntegratedGradients(m, n_steps=12).attribute(x, target=1)
     torch.testing.assert_close(attribute(m, x, 1, method="ig_p1", n_steps=12), ig.clamp_min(0))
     p2 = attribute(m, x, 1, method="ig_p2", n_steps=12)
-    torch.testing.assert_close(p2, gradient.IntegratedGradients(m, n_steps=12, relu_inside=True).attribute(x, 1))
+    torch.testing.assert_close(p2, gradient.IntegratedGradients(m, n_steps=12, relu_inside=True).attribute(x, target=1))
     assert (p2 >= ig.clamp_min(0) - 1e-10).all() and not torch.allclose(p2, ig.clamp_min(0))
     gig = gradient.GuidedIG(m, n_steps=16).attribute(x, 1)
     torch.testing.assert_close(attribute(m, x, 1, method="gig_p1", n_steps=16), gig.clamp_min(0))

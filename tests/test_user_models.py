@@ -160,7 +160,7 @@ def test_direct_class_call_checks_batch_too():
     from attribkit.attr import IntegratedGradients
     m, x, _ = model_and_data()
     with pytest.raises(ValueError, match=r"inputs\[None\]"):
-        IntegratedGradients(m).attribute(x[0], 0)
+        IntegratedGradients(m).attribute(x[0], target=0)
 
 
 def test_check_call_is_cached_per_shape():

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.overrides import TorchFunctionMode
 from ..core import (Attribution, register, model_scope, target_grad, check_inputs, check_model, check_call,
+                            check_no_forward_args,
                             find_layer, predict_target, resolve_target)
 
 # %% auto #0
@@ -68,8 +69,9 @@ class _GuidedMode(TorchFunctionMode):
 @register("gbp")
 class GuidedBackprop(Attribution):
     "Guided Backpropagation (Springenberg et al. 2015); right for functional and reused ReLUs."
-    def attribute(self, inputs: Tensor, target=None) -> Tensor:
+    def attribute(self, inputs: Tensor, target=None, additional_forward_args=None) -> Tensor:
         "Guided gradient of the target logit w.r.t. `inputs`."
+        check_no_forward_args(additional_forward_args)
         with model_scope(self.model):
             target = _prepare(self.model, inputs, target)
             with _GuidedMode() as mode:
@@ -152,6 +154,9 @@ def _baselines(baselines, inputs: Tensor) -> Tensor:
     if isinstance(baselines, (int, float)) and not isinstance(baselines, bool): return torch.full_like(inputs, float(baselines))
     if not isinstance(baselines, Tensor):
         raise TypeError(f"`baselines` must be None, a number or a tensor, got {type(baselines).__name__}")
+    if not baselines.is_floating_point():
+        raise TypeError(f"`baselines` must be a floating tensor, got dtype {baselines.dtype}; the class indices go in "
+                        "`target=` (`attribute` takes the baselines second, in Captum's order)")
     try: b = torch.broadcast_to(baselines.to(inputs), inputs.shape)
     except RuntimeError as e:
         raise ValueError(f"`baselines` of shape {tuple(baselines.shape)} is not broadcastable to the inputs' shape "
@@ -162,10 +167,16 @@ def _baselines(baselines, inputs: Tensor) -> Tensor:
 @register("deeplift")
 class DeepLift(Attribution):
     "DeepLIFT with the rescale rule (Shrikumar et al. 2017) for ReLU nets, with Captum's max-pool rule."
-    def __init__(self, model: nn.Module, eps: float = 1e-10):
-        super().__init__(model); self.eps = eps
-    def attribute(self, inputs: Tensor, target=None, baselines=None, return_convergence_delta: bool = False):
+    def __init__(self, model: nn.Module, multiply_by_inputs: bool = True, eps: float = 1e-10):
+        super().__init__(model); self.eps, self.multiplies_by_inputs = eps, bool(multiply_by_inputs)
+    def attribute(self, inputs: Tensor, baselines=None, target=None, additional_forward_args=None,
+                  return_convergence_delta: bool = False, custom_attribution_func=None):
         "(x - baseline) ⊙ rescale multipliers of the target logit; optionally with Σattr - Δf_k."
+        check_no_forward_args(additional_forward_args)
+        if custom_attribution_func is not None:
+            raise ValueError(f"`custom_attribution_func` must be None, got {type(custom_attribution_func).__name__}: attribkit's "
+                             "DeepLift returns (x − x̄) ⊙ multipliers (or the multipliers, with multiply_by_inputs=False); "
+                             "apply your function to those")
         with model_scope(self.model):
             target = _prepare(self.model, inputs, target, _DL_LAYERS, "DeepLift")
             base, n = _baselines(baselines, inputs), len(inputs)
@@ -173,7 +184,7 @@ class DeepLift(Attribution):
             self.model.register_forward_hook(lambda m, a, out: out[:n] + out[n:])  # seeds f_k(x) + f_k(x̄)
             with _RescaleMode(self.eps):
                 grad = target_grad(self.model, inputs, target)
-        attr = (inputs - base).detach() * grad
+        attr = (inputs - base).detach() * grad if self.multiplies_by_inputs else grad
         if not return_convergence_delta: return attr
         with model_scope(self.model), torch.no_grad():
             out = self.model(inputs)
@@ -339,15 +350,23 @@ class LRP(Attribution):
         lrp_rules(composite)  # fail early on unknown names
         if epsilon < 0: raise ValueError(f"`epsilon` must be >= 0, got {epsilon}")
         self.composite, self.epsilon, self.gamma = composite, epsilon, gamma
-    def attribute(self, inputs: Tensor, target=None, low=None, high=None, sign_flip: bool = False) -> Tensor:
+    def attribute(self, inputs: Tensor, target=None, additional_forward_args=None, return_convergence_delta: bool = False,
+                  verbose: bool = False, low=None, high=None, sign_flip: bool = False):
         "Relevance of every input feature for the target logit; sums to ≈ f_k(x) where the rules conserve."
+        check_no_forward_args(additional_forward_args)
+        if verbose: raise ValueError(f"`verbose` must be False, got {verbose!r}: the rules per layer type are `lrp_rules(composite)`")
         with model_scope(self.model):
             target = _prepare(self.model, inputs, target, _LRP_LAYERS, "LRP")
             low = inputs.detach().min() if low is None else low
             high = inputs.detach().max() if high is None else high
             _register_rules(self.model, lrp_rules(self.composite, self.epsilon, self.gamma, low, high))
             self.model.register_forward_hook(lambda m, a, out: _Seed.apply(out, sign_flip))
-            return target_grad(self.model, inputs, target)
+            rel = target_grad(self.model, inputs, target)
+        if not return_convergence_delta: return rel
+        with model_scope(self.model), torch.no_grad():
+            out = self.model(inputs)
+            f = out.gather(1, resolve_target(target, len(inputs), out.shape[1], inputs.device)[:, None])[:, 0]
+        return rel, f - rel.flatten(1).sum(1)   # Captum's sign: output − Σ relevance
 
 # %% ../../nbs/03b_attr_backprop.ipynb #19e7fa3c
 def _ebp_rules(contrastive: bool) -> dict:

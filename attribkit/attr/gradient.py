@@ -10,11 +10,12 @@ import numpy as np
 import torch
 from torch import nn, Tensor
 from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call, tuned_chunks,
+                            check_no_forward_args,
                             check_model, check_positive_int, resolve_target, predict_target, auto_batch_size,
                             chunks, batched_forward, check_output)
 
 # %% auto #0
-__all__ = ['QUADRATURES', 'GradientMap', 'Saliency', 'InputXGradient', 'GradientXSign', 'PositiveInputXGradient',
+__all__ = ['QUADRATURES', 'GradientMap', 'Saliency', 'Gradient', 'InputXGradient', 'GradientXSign', 'PositiveInputXGradient',
            'quadrature_points', 'IntegratedGradients', 'SmoothGrad', 'VarGrad', 'GuidedIG']
 
 # %% ../../nbs/03a_attr_gradient.ipynb #37aa5051
@@ -32,7 +33,10 @@ def _baselines(baselines, inputs: Tensor, name: str = "baselines") -> Tensor:
             raise TypeError(f"callable `{name}` must return a torch.Tensor, got {type(b).__name__}")
     elif isinstance(baselines, (int, float, np.number)) and not isinstance(baselines, bool):
         return torch.full_like(inputs, float(baselines))
-    elif isinstance(baselines, Tensor): b = baselines
+    elif isinstance(baselines, Tensor):
+        if not (b := baselines).is_floating_point():
+            raise TypeError(f"`{name}` must be a floating tensor, got dtype {b.dtype}; the class indices go in `target=` "
+                            "(`attribute` takes the baselines second, in Captum's order)")
     else:
         raise TypeError(f"`{name}` must be None, a number, a torch.Tensor or a callable, got {type(baselines).__name__}")
     # not torch.broadcast_shapes: its first call imports sympy (seconds)
@@ -61,25 +65,28 @@ def _input_grad(model: nn.Module, inputs: Tensor, target) -> Tensor:
 
 class GradientMap(Attribution):
     "An attribution computed from the input and its gradient alone: `combine(x, ∇f_k(x))`."
+    def __init__(self, forward_func: nn.Module):   # Captum's name for the model
+        super().__init__(forward_func)
     def combine(self, x: Tensor, grad: Tensor, **kwargs) -> Tensor:
         "The map from the (detached) input `x` and its gradient `grad`."
         raise NotImplementedError
-    def attribute(self, inputs: Tensor, target=None, **kwargs) -> Tensor:
+    def attribute(self, inputs: Tensor, target=None, additional_forward_args=None, **kwargs) -> Tensor:
         "`combine(x, ∇f_k(x))`, shaped like `inputs`."
+        check_no_forward_args(additional_forward_args)
         grad = _input_grad(self.model, inputs, target)  # validates `inputs` first
         return self.combine(inputs.detach(), grad, **kwargs)
     def attribute_rows(self, rows: Tensor, target: Tensor, **kwargs) -> Tensor:
         "One forward+backward of validated `rows` inside the caller's model scope (no checks, no nested scope)."
         return self.combine(rows.detach(), target_grad(self.model, rows, target).detach(), **kwargs)
 
-@register("saliency")
 class Saliency(GradientMap):
-    "Signed input gradient ∇f_k (Simonyan et al. 2014); `abs` and per-pixel `channel_max` optional."
-    def __init__(self, model: nn.Module, abs: bool = False, channel_max: bool = False):
-        super().__init__(model); self.abs, self.channel_max = abs, channel_max
-    def attribute(self, inputs: Tensor, target=None, abs: bool | None = None, channel_max: bool | None = None) -> Tensor:
-        "The gradient map, shaped like `inputs`."
-        return super().attribute(inputs, target, abs=abs, channel_max=channel_max)
+    "Input gradient (Simonyan et al. 2014) as Captum's `Saliency`: |∇f_k| unless `abs=False`; per-pixel `channel_max` optional."
+    def __init__(self, forward_func: nn.Module, abs: bool = True, channel_max: bool = False):
+        super().__init__(forward_func); self.abs, self.channel_max = abs, channel_max
+    def attribute(self, inputs: Tensor, target=None, abs: bool | None = None, additional_forward_args=None,
+                  channel_max: bool | None = None) -> Tensor:
+        "The gradient map, shaped like `inputs` (`abs`/`channel_max` None: the constructor's setting)."
+        return super().attribute(inputs, target, additional_forward_args, abs=abs, channel_max=channel_max)
     def combine(self, x: Tensor, grad: Tensor, abs: bool | None = None, channel_max: bool | None = None) -> Tensor:
         "∇f_k, optionally its absolute value and/or its maximum over channels."
         if (self.abs if abs is None else abs): grad = grad.abs()
@@ -87,6 +94,12 @@ class Saliency(GradientMap):
             if grad.ndim < 3: raise ValueError(f"`channel_max` needs inputs with a channel axis (N, C, ...), got shape {tuple(grad.shape)}")
             grad = grad.amax(1, keepdim=True).expand_as(grad).contiguous()
         return grad
+
+@register("saliency")
+class Gradient(Saliency):
+    "The signed input gradient ∇f_k: `Saliency` with `abs=False` by default (attribkit's 'saliency')."
+    def __init__(self, forward_func: nn.Module, abs: bool = False, channel_max: bool = False):
+        super().__init__(forward_func, abs, channel_max)
 
 @register("gxi")
 class InputXGradient(GradientMap):
@@ -116,9 +129,9 @@ class PositiveInputXGradient(GradientMap):
 # %% ../../nbs/03a_attr_gradient.ipynb #1b02c5e5
 QUADRATURES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid", "gausslegendre")
 
-def _check_quadrature(quadrature) -> str:
+def _check_quadrature(quadrature, name: str = "quadrature") -> str:
     if quadrature not in QUADRATURES:
-        raise ValueError(f"unknown `quadrature` {quadrature!r}; choose one of {', '.join(QUADRATURES)}")
+        raise ValueError(f"unknown `{name}` {quadrature!r}; choose one of {', '.join(QUADRATURES)}")
     return quadrature
 
 @functools.lru_cache(maxsize=32)
@@ -146,25 +159,36 @@ def quadrature_points(n_steps: int, quadrature: str = "gausslegendre") -> tuple[
 class IntegratedGradients(Attribution):
     """Integrated Gradients (Sundararajan et al. 2017), batched over `n_steps × batch` rows.
 
-    `quadrature`: the rule of the path integral, one of QUADRATURES (default "gausslegendre"; Captum's `method`).
+    Captum's parameters in Captum's order: `attribute(inputs, baselines, target, additional_forward_args, n_steps,
+    method, internal_batch_size, return_convergence_delta)`; `multiply_by_inputs=False` returns the path-averaged
+    gradient without the (x − x') factor, as Captum.
+    `quadrature` (or Captum's `method`): the rule of the path integral, one of QUADRATURES (default "gausslegendre").
     Default `internal_batch_size`: `core.tuned_chunks` — on CPU tuned on the model by timing its chunks, starting from
     the rows whose activations fit the CPU cache; on CUDA the rows whose forward+backward activations fit
     min(1 GiB, free memory / 4); at most 4096.
     `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
-    def __init__(self, model: nn.Module, n_steps: int = 50, quadrature: str = "gausslegendre",
-                 internal_batch_size: int | None = None, relu_inside: bool = False):
-        super().__init__(model)
+    def __init__(self, forward_func: nn.Module, multiply_by_inputs: bool = True, n_steps: int = 50,
+                 quadrature: str = "gausslegendre", internal_batch_size: int | None = None, relu_inside: bool = False):
+        super().__init__(forward_func)
         self.n_steps, self.internal_batch_size, self.relu_inside = n_steps, internal_batch_size, relu_inside
-        self.quadrature = _check_quadrature(quadrature)
+        self.quadrature, self.multiplies_by_inputs = _check_quadrature(quadrature), bool(multiply_by_inputs)
 
-    def attribute(self, inputs: Tensor, target=None, baselines=None, n_steps: int | None = None,
-                  quadrature: str | None = None, internal_batch_size: int | None = None,
-                  return_convergence_delta: bool = False, relu_inside: bool | None = None):
+    def attribute(self, inputs: Tensor, baselines=None, target=None, additional_forward_args=None,
+                  n_steps: int | None = None, method: str | None = None, internal_batch_size: int | None = None,
+                  return_convergence_delta: bool = False, quadrature: str | None = None, relu_inside: bool | None = None):
         "IG attributions shaped like `inputs` (and, optionally, the per-sample convergence delta Σ IG − Δf)."
         model = self.model
+        check_no_forward_args(additional_forward_args)
         n_steps = check_positive_int(self.n_steps if n_steps is None else n_steps, "n_steps")
-        quad = _check_quadrature(self.quadrature if quadrature is None else quadrature)
+        if method is not None and quadrature is not None and method != quadrature:
+            raise ValueError(f"`method` ({method!r}, Captum's name) and `quadrature` ({quadrature!r}) name the same rule; "
+                             "pass one of them")
+        quad = (_check_quadrature(method, "method") if method is not None else
+                _check_quadrature(self.quadrature if quadrature is None else quadrature))
         relu_inside = self.relu_inside if relu_inside is None else relu_inside
+        if relu_inside and not self.multiplies_by_inputs:
+            raise ValueError("`relu_inside=True` needs `multiply_by_inputs=True` (the ReLU acts on the product "
+                             "(x − x') ⊙ ∇f); drop one of them")
         ibs = self.internal_batch_size if internal_batch_size is None else internal_batch_size
         with model_scope(model):
             t = _setup(model, inputs, target)
@@ -178,7 +202,7 @@ class IntegratedGradients(Attribution):
             w = w.to(device=x.device, dtype=x.dtype)
             for s in tuned_chunks(len(rows), model, x, ibs):
                 _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w, diff if relu_inside else None)
-            attr = (total if relu_inside else total * diff).detach()
+            attr = (total if relu_inside or not self.multiplies_by_inputs else total * diff).detach()
             if not return_convergence_delta: return attr
             out = check_output(batched_forward(model, torch.cat([x, b]), _ibs(model, x, ibs)), 2 * n)
             f = out.gather(1, torch.cat([t, t])[:, None])[:, 0]
