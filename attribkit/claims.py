@@ -11,7 +11,7 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['VERDICTS', 'CLAIM_KEYS', 'DRY_RUN', 'verdict', 'claim', 'not_evaluable', 'dry_run_claims', 'paired', 'mean_se',
-           'count_verdicts', 'fmt_claim']
+           'count_verdicts']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
@@ -82,9 +82,4 @@ def mean_se(values) -> dict:
 def count_verdicts(claims: Sequence[dict]) -> dict:
     "Numbers of claims per verdict, in the order of `VERDICTS`."
     return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-
-def fmt_claim(c: dict, digits: int = 3) -> str:
-    "One line: verdict, claim, effect ± se (n)."
-    eff = "—" if c["effect"] is None else f"{c['effect']:+.{digits}g}" + ("" if c["se"] is None else f" ± {c['se']:.2g}")
-    return f"**{c['verdict']}** · {c['claim']} · {eff} (n = {c['n']})" + (f" · {c['detail']}" if c["detail"] else "")
 

@@ -4,11 +4,11 @@
 
 # %% ../nbs/20b_report.ipynb #e209333d
 from __future__ import annotations
-import html, os, shutil
+import html, os, re, shutil
 from pathlib import Path
 from .core import atomic_write
-from .claims import VERDICTS, count_verdicts, fmt_claim
-from .results import fmt_value, load_results, table
+from .claims import VERDICTS, count_verdicts
+from .results import fmt_claim, fmt_value, load_results, table
 
 # %% auto #0
 __all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'summary_markdown', 'html_report', 'terminal_table']
@@ -54,8 +54,8 @@ def summary_markdown(records: list[dict], params: dict, figures=None, figures_re
     for r, d in zip(records, rs):
         lines += ["", f"## {r['name']}", "", f"status: **{r['status']}** · wall time {fmt_value(r.get('wall_time'))} s"]
         if r["status"] == "failed":
-            where = f"cell {r['cell']} (0-based, `{r['cell_source']}`)" if r.get("cell") is not None else "outside a cell"
-            lines += ["", f"**Failed** in {where}: `{fmt_value(r['error'])}`"]
+            where = f"cell {r['cell']} (0-based, `{_code(r['cell_source'])}`)" if r.get("cell") is not None else "outside a cell"
+            lines += ["", f"**Failed** in {where}: `{_code(r['error'])}`"]
         if d:
             lines += ["", f"scale `{d['scale']}` · seed {d['seed']} · attribkit {d['versions']['attribkit']} · "
                       f"torch {d['versions']['torch']} · python {d['versions']['python']}", ""] + _tables_md(d)
@@ -64,6 +64,10 @@ def summary_markdown(records: list[dict], params: dict, figures=None, figures_re
             lines += [f"- {fmt_claim(c)}" for c in d["claims"]]
             if not d["claims"]: lines.append("- (no claims checked)")
     return "\n".join(lines) + "\n"
+
+def _code(text) -> str:
+    "`text` for a markdown code span (taken literally there: no escapes), on one line."
+    return str(text).replace("`", "'").replace("\n", " ")
 
 def _tables_md(d: dict) -> list[str]:
     "The notebook's paper-shaped tables (`extra['tables']`), with every measured cell folded below; else the flat table."
@@ -78,8 +82,9 @@ def _md_table_html(md: str) -> str:
     rows = [r for r in rows if not set("".join(r)) <= set("-:| ")]
     if not rows: return ""
     head, body = rows[0], rows[1:]
-    th = "".join(f"<th>{html.escape(c.strip())}</th>" for c in head)
-    tb = "".join("<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>" for r in body)
+    cell = lambda c: html.escape(re.sub(r"\\(.)", r"\1", c.strip()))   # markdown escapes (results.md_escape) dropped
+    th = "".join(f"<th>{cell(c)}</th>" for c in head)
+    tb = "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>" for r in body)
     return f"<table><thead><tr>{th}</tr></thead><tbody>{tb}</tbody></table>"
 
 _CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -125,7 +130,7 @@ def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
                 title = next((l.strip("* ") for l in t.splitlines() if l.startswith("**")), "")
                 parts.append((f"<p><b>{html.escape(title)}</b></p>" if title else "") + _md_table_html(t))
             parts.append(_md_table_html(table(d["measured"], d["paper"])))
-            parts.append("<ul>" + "".join(f"<li>{html.escape(fmt_claim(c)).replace('**', '')}</li>" for c in d["claims"]) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{html.escape(fmt_claim(c, markdown=False))}</li>" for c in d["claims"]) + "</ul>")
         parts.append("</section>")
     parts.append("</body></html>")
     return atomic_write(hdir / "index.html", "\n".join(parts))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import datetime as _dt, json, math, numbers, os, platform
 from pathlib import Path
 from .core import atomic_write
-from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, fmt_claim, verdict
+from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, verdict
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
-           'figure_path', 'fmt_value', 'table', 'show_table', 'paper_table', 'show_paper_table', 'show_claims',
-           'save_figure']
+           'figure_path', 'md_escape', 'fmt_claim', 'fmt_value', 'table', 'show_table', 'paper_table',
+           'show_paper_table', 'show_claims', 'save_figure']
 
 # %% ../nbs/20a_results.ipynb #95024a68
 SCHEMA_VERSION = 2
@@ -134,6 +134,19 @@ def figure_path(name: str, folder=None) -> Path:
     return folder / f"{name}.png"
 
 # %% ../nbs/20a_results.ipynb #5e01345c
+_MD_SPECIAL = str.maketrans({ch: "\\" + ch for ch in "\\`*_[]<>|"})
+
+def md_escape(text) -> str:
+    "`text` as literal markdown: the characters that start emphasis, code, links, HTML or table cells backslash-escaped, newlines folded (e.g. `m*_10` and `G*I` stay literal)."
+    return str(text).translate(_MD_SPECIAL).replace("\n", " ")
+
+def fmt_claim(c: dict, digits: int = 3, markdown: bool = True) -> str:
+    "One line: verdict, claim, effect ± se (n), detail; as markdown (bold verdict, the texts escaped by `md_escape`) or plain text."
+    eff = "—" if c["effect"] is None else f"{c['effect']:+.{digits}g}" + ("" if c["se"] is None else f" ± {c['se']:.2g}")
+    text, detail = (md_escape(c["claim"]), md_escape(c["detail"])) if markdown else (c["claim"], c["detail"])
+    head = f"**{c['verdict']}**" if markdown else c["verdict"]
+    return f"{head} · {text} · {eff} (n = {c['n']})" + (f" · {detail}" if detail else "")
+
 def fmt_value(v, digits: int = 4, decimals: int | None = None) -> str:
     "Format one results value: numbers to `decimals` places if given, else `digits` significant digits; mean ± se/std; '—' if missing."
     if v is None: return "—"
@@ -144,7 +157,7 @@ def fmt_value(v, digits: int = 4, decimals: int | None = None) -> str:
         spread = v.get("se", v.get("std"))
         s = f"{fmt_value(v['mean'], digits, decimals)} ± {fmt_value(spread, 2, decimals)}"
         return s + (f" (n={v['n']})" if "n" in v else "")
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return md_escape(v)
 
 def table(measured: dict, paper: dict, digits: int = 4, title: str | None = None, decimals: int | None = None) -> str:
     "Markdown table with one row per cell: measured value beside the paper's value ('—' where one side is missing)."
@@ -165,7 +178,7 @@ def _cell(v, decimals: int) -> str:
     if isinstance(v, dict):
         se = v.get("se", v.get("std"))
         return f"{v['mean']:.{decimals}f}" + (f" ± {se:.{decimals}f}" if se is not None and v.get("n", 2) > 1 else "")
-    if isinstance(v, str): return v
+    if isinstance(v, str): return md_escape(v)
     return f"{float(v):.{decimals}f}"
 
 def paper_table(measured: dict, paper: dict | None = None, cols=None, title: str = "", decimals: int = 1,
@@ -181,7 +194,7 @@ def paper_table(measured: dict, paper: dict | None = None, cols=None, title: str
     def cell(r, k):
         ours, ref = measured.get(r, {}).get(k), paper.get(r, {}).get(k)
         return _cell(ours, decimals) + (f" ({_cell(ref, decimals)})" if ref is not None else "")
-    esc = lambda v: str(v).replace("|", "\\|")   # a row or column name such as "PGxI (|∇|⊙z)" must not split cells
+    esc = md_escape   # a row or column name such as "PG×I (|∇|⊙z)" must not split cells nor start emphasis
     head = ([f"**{title}**", ""] if title else []) + [f"| {esc(corner)} | " + " | ".join(esc(col.format(k)) for k in cols) + " |",
                                                      "|---|" + "---:|" * len(cols)]
     note = ["", "Cells: ours ± standard error (paper's value)."] if paper else []

@@ -183,3 +183,25 @@ def test_papermill_sees_every_parameter_of_every_repro_notebook():
         seen = set(pm.inspect_notebook(str(nb)))
         assert names == seen, f"{nb.name}: papermill misses {sorted(names - seen)}"
         assert {"scale", "data_root", "device", "seed", "out_dir", "dry_run"} <= seen, nb.name
+
+
+def _emphasis(md: str) -> list[str]:
+    "The italic spans markdown renders from `md` (mistune, as the HTML report's converter does: CommonMark with tables)."
+    import re, mistune
+    return re.findall(r"<em>(.*?)</em>", mistune.create_markdown(plugins=["table"])(md), flags=re.S)
+
+
+def test_generated_markdown_has_no_stray_emphasis():
+    "Claim texts, details and table names with `*`, `_` and `|` render literally (one escaping function, results.md_escape)."
+    from attribkit.report import summary_markdown
+    from attribkit.results import fmt_claim, paper_table
+    c = claim("DGA(G*I) beats |G*I| and G*I's m*_10", [1.0, 1.1, 0.9], detail="per-seed Q_1 − Q_0; *not* emphasis")
+    md = "\n".join([f"- {fmt_claim(c)}", "", paper_table({"G*I": {"m*_10": 1.0}, "PG×I (|∇|⊙z)": {"m*_10": 2.0}}, {"G*I": {"m*_10": 0.5}})])
+    assert _emphasis(md) == [], _emphasis(md)
+    assert "DGA(G*I) beats |G*I| and G*I's m*_10" in __import__("mistune").html(md)   # the text survives, unescaped on screen
+
+
+def test_committed_summary_renders_without_stray_emphasis():
+    "The committed record's summary.md has no italic span (every generated string is escaped)."
+    summary = Path(__file__).resolve().parent.parent / "reproduction" / "cpu" / "summary.md"
+    assert _emphasis(summary.read_text(encoding="utf-8")) == []
