@@ -297,16 +297,25 @@ def parse_value(v: str):
         except ValueError: pass
     return v
 
+def _param_line(name: str, p: dict) -> str:
+    "`name: type = default    # help`, as papermill reads a parameters cell."
+    typ = "" if p["inferred_type_name"] in ("None", "") else f": {p['inferred_type_name']}"
+    return f"    {name}{typ} = {p['default']}" + (f"    # {p['help']}" if p["help"] else "")
+
 def list_notebooks(nbs_dir=None) -> str:
-    "Each notebook's title and parameters (`name = default  # help`, read by papermill) as text."
+    "The parameters every notebook shares (once), then each notebook's title, its own parameters (`name: type = default  # help`, read by papermill) and what paper scale reads."
     import papermill as pm
-    lines = []
-    for nb in discover(nbs_dir):
+    notebooks = discover(nbs_dir)
+    params = {nb.stem: pm.inspect_notebook(str(nb)) for nb in notebooks}
+    shared = [n for n in next(iter(params.values()), {}) if all(n in p for p in params.values())] if len(params) > 1 else []
+    lines = ["", "every notebook takes (-p NAME VALUE; --scale, --data-root, --device, --seed and --out set the first five):"]
+    lines += [_param_line(n, next(iter(params.values()))[n]) for n in shared] if shared else ["    (nothing shared)"]
+    for nb in notebooks:
         cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
         title = next((_first_line(c["source"]).lstrip("# ") for c in cells if c["cell_type"] == "markdown"), "")
         lines += ["", f"{nb.stem} — {title}"]
-        for name, p in pm.inspect_notebook(str(nb)).items():
-            lines.append(f"    {name} = {p['default']}" + (f"    # {p['help']}" if p["help"] else ""))
+        own = [_param_line(n, p) for n, p in params[nb.stem].items() if n not in shared]
+        lines += own or ["    (no parameters of its own)"]
         files = _paper_files(nb.stem)
         if files is not None:
             lines.append("    paper scale reads under data_root: " + (", ".join(files) if files else "nothing"))

@@ -179,10 +179,26 @@ def test_papermill_sees_every_parameter_of_every_repro_notebook():
     import ast, papermill as pm
     for nb in sorted((Path(__file__).resolve().parent.parent / "nbs" / "repro").glob("*.ipynb")):
         cell = next(c for c in json.loads(nb.read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-        names = {t.id for node in ast.parse("".join(cell["source"])).body if isinstance(node, ast.Assign) for t in node.targets}
-        seen = set(pm.inspect_notebook(str(nb)))
-        assert names == seen, f"{nb.name}: papermill misses {sorted(names - seen)}"
-        assert {"scale", "data_root", "device", "seed", "out_dir", "dry_run"} <= seen, nb.name
+        body = ast.parse("".join(cell["source"])).body
+        names = {t.id for node in body if isinstance(node, ast.Assign) for t in node.targets}
+        names |= {node.target.id for node in body if isinstance(node, ast.AnnAssign)}
+        seen = pm.inspect_notebook(str(nb))
+        assert names == set(seen), f"{nb.name}: papermill misses {sorted(names - seen)}"
+        assert {"scale", "data_root", "device", "seed", "out_dir", "dry_run"} <= set(seen), nb.name
+        untyped = [n for n, p in seen.items() if p["inferred_type_name"] in ("None", "") or not p["help"]]
+        assert not untyped, f"{nb.name}: parameters without a type or a one-line help for --help-notebook: {untyped}"
+
+
+def test_list_names_shared_parameters_once():
+    "`attribkit-reproduce --list`: the six shared parameters once, with type and help; each notebook its own ones."
+    from attribkit.reproduce import list_notebooks
+    text = list_notebooks()
+    head, *per_notebook = text.split("\n\n")
+    assert head.startswith("every notebook takes") and "    scale: str = \"smoke\"    # smoke: toy data" in head
+    assert "    data_root: Optional[str] = None    # " in head
+    assert len(per_notebook) >= 24 and not any("    scale:" in b or "    seed:" in b for b in per_notebook)
+    lenet = next(b for b in per_notebook if b.startswith("merging_lenet"))
+    assert "    weights_path: Optional[str] = None    # the authors' checkpoint" in lenet
 
 
 def _emphasis(md: str) -> list[str]:
