@@ -483,7 +483,7 @@ def claims(R: Run) -> tuple[list, dict]:
 def diagnoses(claims: list, diag: dict) -> str:
     "Markdown: one line per claim that does not hold, with its generated diagnosis."
     bad = [c for c in claims if c["verdict"] != "holds"]
-    return "\n".join(f"- *{c['verdict']}*: {c['claim']} — {diag.get(c['claim'], c['detail'])}" for c in bad) or "Every claim holds in this run."
+    return "\n".join(f"- **{c['verdict']}**: {c['claim']} — {diag.get(c['claim'], c['detail'])}" for c in bad) or "Every claim holds in this run."
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #a9378dae
 def _lenet_claims(R: Run):
