@@ -11,7 +11,8 @@ from .claims import VERDICTS, count_verdicts
 from .results import fmt_claim, fmt_value, load_results, table
 
 # %% auto #0
-__all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'summary_markdown', 'html_report', 'terminal_table']
+__all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'summary_markdown', 'html_report',
+           'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -37,8 +38,14 @@ def record_results(rec: dict) -> dict | None:
 
 _DRY_MD = " · **dry run** (fake data at a tiny budget: shows that the paper path runs; not evidence)"
 
+def figure_files(figures, name: str) -> list[Path]:
+    "A notebook's figures in `figures`: `<name>.png`, then the parts of a split gallery `<name>_2.png`, `<name>_3.png`, … in order."
+    if figures is None or not (Path(figures) / f"{name}.png").exists(): return []
+    parts = [p for p in Path(figures).glob(f"{name}_*.png") if p.stem[len(name) + 1:].isdigit()]
+    return [Path(figures) / f"{name}.png"] + sorted(parts, key=lambda p: int(p.stem[len(name) + 1:]))
+
 def summary_markdown(records: list[dict], params: dict, figures=None, figures_rel_to=".") -> str:
-    "The text of summary.md for a list of run records (with each notebook's figure from `figures`, linked relative to `figures_rel_to`)."
+    "The text of summary.md for a list of run records (with each notebook's figures from `figures`, linked relative to `figures_rel_to`)."
     ok = sum(r["status"] != "failed" for r in records)
     rs = [record_results(r) for r in records]
     lines = ["# Reproduction summary", "",
@@ -59,8 +66,8 @@ def summary_markdown(records: list[dict], params: dict, figures=None, figures_re
         if d:
             lines += ["", f"scale `{d['scale']}` · seed {d['seed']} · attribkit {d['versions']['attribkit']} · "
                       f"torch {d['versions']['torch']} · python {d['versions']['python']}", ""] + _tables_md(d)
-            if figures is not None and (Path(figures) / f"{r['name']}.png").exists():
-                lines += [f"![{r['name']}]({os.path.relpath(Path(figures) / (r['name'] + '.png'), Path(figures_rel_to))})", ""]
+            for f in figure_files(figures, r["name"]):
+                lines += [f"![{r['name']}]({os.path.relpath(f, Path(figures_rel_to))})", ""]
             lines += [f"- {fmt_claim(c)}" for c in d["claims"]]
             if not d["claims"]: lines.append("- (no claims checked)")
     return "\n".join(lines) + "\n"
@@ -121,8 +128,7 @@ def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
         if r["status"] == "failed":
             where = f"cell {r['cell']} (<code>{html.escape(str(r['cell_source']))}</code>)" if r.get("cell") is not None else "outside a cell"
             parts.append(f"<p class='failed'>Failed in {where}: <code>{html.escape(str(r['error']))}</code></p>")
-        fig = Path(figures) / f"{name}.png"
-        if fig.exists():
+        for fig in figure_files(figures, name):
             shutil.copy2(fig, hdir / "figures" / fig.name)
             parts.append(f"<p><img src='figures/{html.escape(fig.name)}' alt='figure of {html.escape(name)}'></p>")
         if d:

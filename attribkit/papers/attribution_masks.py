@@ -26,10 +26,11 @@ __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', '
            'CONTROL_ARMS', 'S0', 'NIB', 'BIASED', 'paper_mia', 'digits_nib_vgg', 'budget', 'weights_name',
            'paper_config', 'nib_setup', 'write_fake_weights', 'mia_curves', 'unit_effects', 'seed_claim', 'seed_spread',
            'diagnoses', 'stand_in', 'gallery_methods', 'object_pixels', 'object_coverage', 'run_fig3_gallery',
-           'gallery_claims', 'gallery_figure', 'mia_methods', 'mass_on_object', 'run_table2_mia', 'mia_claims',
-           'diagnose_mia', 'mia_figure', 'run_table3_depth', 'depth_claims', 'diagnose_depth', 'depth_figure', 'hits',
-           'input_norm_kept', 'students', 'student_recipe', 'run_table4_students', 'student_claims',
-           'diagnose_students', 'students_figure', 'run_table5_bias', 'bias_claims', 'diagnose_bias', 'bias_figure']
+           'gallery_claims', 'class_names', 'gallery_figures', 'mia_methods', 'mass_on_object', 'run_table2_mia',
+           'mia_claims', 'diagnose_mia', 'mia_figure', 'run_table3_depth', 'depth_claims', 'diagnose_depth',
+           'depth_figure', 'hits', 'input_norm_kept', 'students', 'student_recipe', 'run_table4_students',
+           'student_claims', 'diagnose_students', 'students_figure', 'run_table5_bias', 'bias_claims', 'diagnose_bias',
+           'bias_figure']
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #a96fe840
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
@@ -312,26 +313,41 @@ def gallery_claims(r) -> list:
             cl("trivial baseline: GxSI's m*_10 keeps more of the object than the input-intensity mask's", "GxSI",
                "input intensity (baseline)")]
 
-def gallery_figure(r):
-    "Input × m*_i / max m*_i for every method (rows) and i (columns), true labels on the inputs."
+def class_names(splits) -> list[str]:
+    "The class names of `splits` where the data set has them (CIFAR's `classes`, Fashion-MNIST's), else the digits / indices."
+    d = splits.test
+    names = getattr(d, "classes", None) or getattr(getattr(d, "dataset", None), "classes", None)
+    if names: return [str(n) for n in names]
+    if splits.name.startswith("fashion_mnist"): return list(D.FASHION_MNIST_CLASSES)
+    return [f"digit {k}" if splits.name == "digits" else f"class {k}" for k in range(splits.num_classes)]
+
+def gallery_figures(r, max_rows: int = 8) -> list:
+    "Input × m*_i / max m*_i for every method (rows) and i (columns), the true class on the input; a list of figures of ≤ `max_rows` rows each (whole images while they fit)."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
     xs, ys, mks = r.shown
-    n, its = len(xs), GALLERY_ITERS
-    fig, axes = plt.subplots(len(mks) * n, len(its) + 1, figsize=(1.5 * (len(its) + 1), 1.5 * len(mks) * n), squeeze=False)
-    for k, (m, mk) in enumerate(mks.items()):
-        for j in range(n):
-            row, img = axes[k * n + j], to_image(xs[j], r.splits.mean, r.splits.std)
-            row[0].imshow(img, cmap="gray", vmin=0, vmax=1); row[0].set_ylabel(f"{m}\nlabel {int(ys[j])}", fontsize=6)
+    its, names, methods = GALLERY_ITERS, class_names(r.splits), list(mks)
+    groups = [methods[a:a + max_rows] for a in range(0, len(methods), max_rows)]   # methods of one image split only past max_rows
+    per = max(1, max_rows // len(methods))                                          # images per figure
+    figs, chunks = [], [[(j, g) for j in range(a, min(a + per, len(xs)))] for a in range(0, len(xs), per) for g in groups]
+    for q, chunk in enumerate(chunks, 1):
+        rows = [(j, m, k == 0) for j, g in chunk for k, m in enumerate(g)]
+        fig, axes = plt.subplots(len(rows), len(its) + 1, figsize=(1.5 * (len(its) + 1), 1.5 * len(rows) + 0.6),
+                                 squeeze=False, layout="constrained")
+        for row, (j, m, first) in zip(axes, rows):
+            img = to_image(xs[j], r.splits.mean, r.splits.std)
+            row[0].imshow(img, cmap="gray", vmin=0, vmax=1); row[0].set_ylabel(m, fontsize=8)
+            if first: row[0].set_title(f"input: {names[int(ys[j])]}", fontsize=8)
             for c, i in enumerate(its, 1):
-                wgt = (mk[i - 1, j] / mk[i - 1, j].max().clamp_min(1e-30)).amax(0).cpu().numpy()
+                wgt = (mks[m][i - 1, j] / mks[m][i - 1, j].max().clamp_min(1e-30)).amax(0).cpu().numpy()
                 row[c].imshow(img * (wgt[..., None] if img.ndim == 3 else wgt), cmap="gray", vmin=0, vmax=1)
-                if k == 0 and j == 0: row[c].set_title(f"i={i}", fontsize=8)
-    for a in axes.flat: a.set_xticks([]); a.set_yticks([])
-    axes[0, 0].set_title("input (true label)", fontsize=8)
-    fig.suptitle(f"input × m*_i / max m*_i (label-targeted), {r.model}, seed {r.seeds[0]}, {r.scale} scale", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
-    return fig
+                if first: row[c].set_title(f"i = {i}", fontsize=8)
+        for a in axes.flat: a.set_xticks([]); a.set_yticks([])
+        part = f" (part {q} of {len(chunks)})" if len(chunks) > 1 else ""
+        fig.suptitle(f"input × m*_i / max m*_i, label-targeted masks: {', '.join(names[int(ys[j])] for j, _ in chunk)}{part}\n"
+                     f"{r.model}, seed {r.seeds[0]}, {r.scale} scale", fontsize=8)
+        figs.append(fig)
+    return figs
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #e52b707f
 def mia_methods(ig_steps: int = 8) -> dict:
@@ -478,10 +494,13 @@ def diagnose_mia(d, c) -> str:
     return c["detail"]
 
 def mia_figure(r):
-    "Per data set: measured Q_i of every method (controls included) beside the paper's curves, on a shared y-axis."
+    "Per data set: measured Q_i of every method (controls included) beside the paper's curves, on shared x and y axes; one legend below the panels."
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     from attribkit.viz import plot_curves
-    fig, axes = plt.subplots(len(r.runs), 2, figsize=(11, 4 * len(r.runs)), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(len(r.runs), 2, figsize=(11, 3.8 * len(r.runs) + 0.9), sharex=True, sharey=True, squeeze=False,
+                             layout="constrained")
+    handles = {}
     for ax, (ds, d) in zip(axes, r.runs.items()):
         curves = {m: list(100 * d.Q[m].mean(0)) for m in d.methods}
         curves["GxSI (prediction-targeted)"] = list(100 * d.QP["GxSI"].mean(0))
@@ -492,9 +511,10 @@ def mia_figure(r):
                     ylabel="MIA Q_i (%) ↑", title=f"paper: NIB VGG16 on {DATASET_NAMES[ds]} ({tab})")
         colour = {l.get_label(): l.get_color() for l in ax[0].get_lines()}   # one colour per method in both panels
         for l in ax[1].get_lines(): l.set_color(colour.get(l.get_label(), l.get_color()))
-        ax[1].legend(fontsize=8)
-        for a in ax: a.title.set_fontsize(9)
-    fig.tight_layout()
+        for a in ax:
+            a.get_legend().remove(); a.title.set_fontsize(9); a.xaxis.set_major_locator(MaxNLocator(integer=True))
+            handles.update({l.get_label(): l for l in a.get_lines() if l.get_label() not in handles})
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     return fig
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #c9c18f23

@@ -617,23 +617,34 @@ def _bars(ax, names, cells, paper=None, colors=None):
                    zorder=3, label="paper (VOC 2012)")
     ax.set_xticks(range(len(names))); ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
 
+def _legend_below(fig, axes, ncol: int = 4, replace: dict | None = None):
+    "One legend for all `axes` (each label once; `replace` maps a label to its (handle, label)) below the panels, outside every data area."
+    handles = {}
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()): handles.setdefault(l, h)
+    for old, (h, l) in (replace or {}).items():
+        if old in handles: handles = {(l if k == old else k): (h if k == old else v) for k, v in handles.items()}
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
+
 def figure(res: SimpleNamespace):
-    "The notebook's figure: bars of ours ± se with the paper's values (×) and the random / intensity controls (lines)."
+    "The notebook's figure: bars of ours ± se with the paper's values (×) and the random / intensity controls (lines); legends outside the axes."
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
     S = res.setup
     if res.name == "distill_roar":
-        fig, ax = plt.subplots(figsize=(6, 3.8))
+        fig, ax = plt.subplots(figsize=(8.5, 3.8), layout="constrained")
         for n in ("Teacher", "Naive-KD", "SSWA", "Random", "Input intensity"):
             a = res.curves[n]
             ax.errorbar([100 * f for f in res.fractions], a.mean(0), yerr=a.std(0, ddof=1) / np.sqrt(len(a)) if len(a) > 1 else None,
                         marker="o", capsize=3, label=n + (" (control)" if n in ("Random", "Input intensity") else " Grad-CAM"))
         ax.axhline(res.curves["No removal"].mean(), color="0.5", ls=":", label="no removal")
         ax.axhline(res.chance, color="k", ls="--", lw=0.8, label="chance (random scores)")
-        ax.set_xlabel("pixels removed (%)"); ax.set_ylabel("retrained mAP, per sample (%)  ↓ better map"); ax.legend(fontsize=7)
+        ax.set_xlabel("pixels removed (%)"); ax.set_ylabel("retrained mAP, per sample (%)  ↓ better map")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
         ax.set_title(f"ROAR — {S.model_name}, {len(S.seeds)} seed(s)\n(the rebuttal's figure has no numbers)", fontsize=8)
-        fig.tight_layout(); return fig
+        return fig
     if res.name == "distill_rebuttal_table2":
-        fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True, layout="constrained")
         maps = list(res.maps) + [THIRD_MAP, "random map", "input intensity"]
         for ax, m in zip(axes, ("AUC", "Point Acc")):
             for j, who in enumerate(res.table):
@@ -644,12 +655,12 @@ def figure(res: SimpleNamespace):
                 ax.scatter([i + 0.27 * (j - 1) for i, q in enumerate(p) if q is not None], [q for q in p if q is not None],
                            marker="x", color=f"C{j}", edgecolor="k", zorder=3, label=f"{who} (paper, VOC)")
             ax.set_xticks(range(len(maps))); ax.set_xticklabels(maps, rotation=25, ha="right", fontsize=7)
-            ax.set_ylabel(f"{m} (%) ↑"); ax.set_title(m)
-        axes[0].legend(fontsize=6, ncol=2)
+            ax.set_ylabel(f"{m} (%) ↑"); ax.set_title(m); ax.tick_params(labelleft=True)
+        _legend_below(fig, axes, ncol=3)
         fig.suptitle(f"Rebuttal Table 2 — {S.model_name}, {S.cfg['main']} students, {len(S.seeds)} seed(s); random map and input intensity are controls", fontsize=8)
-        fig.tight_layout(); return fig
+        return fig
     cols = ("mAP", "F1", "AUC", "Point Acc")
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
+    fig, axes = plt.subplots(1, 4, figsize=(14, 4.2), layout="constrained")
     names = [n for n in res.table if "(control)" not in n]
     for ax, k in zip(axes, cols):
         _bars(ax, names, [res.table[n].get(k, nan) for n in names], [res.paper.get(n, {}).get(k, {}).get("mean") if res.paper else None for n in names])
@@ -657,6 +668,6 @@ def figure(res: SimpleNamespace):
             ax.axhline(res.controls["random map"][k], color="C7", ls=":", label="random map (control)")
             ax.axhline(res.controls["input intensity"][k], color="C5", ls="--", label="input intensity (control)")
         ax.set_ylabel(f"{k} (%) ↑"); ax.set_title(k)
-    axes[2].legend(fontsize=6)
+    _legend_below(fig, axes, replace={"ours": (Patch(color="0.6"), "ours (bars, mean ± se; the x labels name them)")})
     fig.suptitle(f"{res.title}" + ("" if res.paper else " (the paper's tables have no numbers)"), fontsize=8)
-    fig.tight_layout(); return fig
+    return fig

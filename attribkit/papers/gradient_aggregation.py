@@ -519,11 +519,13 @@ def rank_table(ranks: dict) -> str:
                        corner="model")
 
 def flip_figure(ex: Experiment, exp: dict, table: dict, title: str):
-    "One panel per score (LeRF ↑ / MoRF ↓, probability and logit): our mean AUC per method and model with SE bars, the paper's value as a black tick (probability panels; the paper's own models)."
+    "One panel per score (LeRF ↑ / MoRF ↓, probability and logit): our mean AUC per method and model with SE bars, the paper's value as a black tick (probability panels; the paper's own models). 2 × 2 panels, or 4 × 1 for many bars; at most 14 in wide."
     import matplotlib.pyplot as plt
     results = exp["results"]
     names = [m for m in dict.fromkeys(k for res in results.values() for r in res for k in r) if all(m in r for res in results.values() for r in res)]
-    fig, axes = plt.subplots(2, 2, figsize=(max(10, 1.1 * len(names) * len(results) / 1.5), 8), sharex=True)
+    tall = len(names) * len(results) > 24                                   # many bars: one full-width panel per score
+    shape, size = ((4, 1), (min(14, max(8, 0.3 * len(names) * len(results) + 1.5)), 12)) if tall else ((2, 2), (min(14, max(10, 0.6 * len(names) * len(results))), 8))
+    fig, axes = plt.subplots(*shape, figsize=size, sharex=True, layout="constrained")
     w = 0.8 / len(results)
     for ax, key in zip(axes.T.flat, ("lerf_prob", "lerf_logit", "morf_prob", "morf_logit")):
         order, score, sign = SCORES[key]
@@ -538,10 +540,13 @@ def flip_figure(ex: Experiment, exp: dict, table: dict, title: str):
         ax.set_ylabel(f"pixel-flip AUC ({'softmax probability' if score == 'probability' else 'logit'})")
         ax.set_title(f"{order} {'↑ higher is better' if sign > 0 else '↓ lower is better'} ({score})")
         ax.set_xticks(range(len(names)), names, fontsize=7, rotation=60)
-    axes[0, 0].legend(fontsize=7)
+        if tall: ax.tick_params(labelbottom=True)                        # method names under every panel
+    handles = {}
+    for ax in axes.flat:
+        for h, l in zip(*ax.get_legend_handles_labels()): handles.setdefault(l, h)
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=7, frameon=False)
     fig.suptitle(f"{title} ({ex.scale}, {ex.info['data']}): mean ± SE over "
                  + (f"{len(ex.seeds)} seeds" if len(ex.seeds) > 1 else f"{ex.n_images} images, one seed"))
-    fig.tight_layout()
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #386f5d6f
@@ -801,21 +806,20 @@ def fig9_diagnoses(out: dict) -> str:
     return "\n".join(lines) or "Every claim holds."
 
 def fig9_figure(ex: Experiment, out: dict):
-    "Figure 9's four panels: AUC against N (log axis), one line per q, the random map as the baseline."
+    "Figure 9's four panels (2 × 2: probability, then logit): AUC against N (log axis), one line per q, the random map as the baseline; the legend below."
     import matplotlib.pyplot as plt
     g, res, NS, QS = out["grid"], out["res"], out["NS"], out["QS"]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
-    for ax, key in zip(axes, ["morf_prob", "lerf_prob", "morf_logit", "lerf_logit"]):
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), layout="constrained")
+    for ax, key in zip(axes.flat, ["morf_prob", "lerf_prob", "morf_logit", "lerf_logit"]):
         order, score, sign = SCORES[key]
         for q in QS: ax.plot(NS, [_grid_mean(g, n, q, key) for n in NS], "o-", label=f"q={q}")
         ax.axhline(sum(float(r["random"][key].mean()) for r in res) / len(res), c="k", ls=":", lw=1, label="random map")
         ax.set_xscale("log"); ax.set_xlabel("distillation steps N")
         ax.set_ylabel(f"pixel-flip AUC ({'softmax probability' if score == 'probability' else 'logit'})")
         ax.set_title(f"{order} {'↑' if sign > 0 else '↓'} ({score})")
-    axes[0].legend(fontsize=7)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=len(QS) + 1, fontsize=8, frameon=False)
     fig.suptitle(f"Figure 9: DGA hyper-parameters ({ex.scale}, {ex.info['data']}, {next(iter(ex.runs[0]))}, {ex.n_images} images × "
                  f"{len(ex.seeds)} seed(s))", fontsize=9)
-    fig.tight_layout()
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #11ce9c69

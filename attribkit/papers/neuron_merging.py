@@ -533,26 +533,37 @@ def _top5_claims(R: Run):
 _STYLE = {"prune": "o-", "merge": "s-", "merge t=none": "^--", "random partner t=none": "v:"}
 
 def figure(R: Run):
-    "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values overlaid."
+    "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values overlaid; the y-range fitted to the curves, the legend below."
+    import textwrap
     import matplotlib.pyplot as plt
     S = R.setup; subs = list(S.subjects)
     se = lambda x: x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
     unit = "one model" if S.single else f"mean ± se over {len(S.seeds)} seeds"
     if any(len(s.ratios) > 1 for s in S.subjects.values()):
-        fig, axes = plt.subplots(1, len(subs), figsize=(4.2 * len(subs) + 1.5, 4), sharey=True, squeeze=False); axes = axes[0]
+        fig, axes = plt.subplots(1, len(subs), figsize=(max(7, 4.2 * len(subs) + 0.5), 4.6), sharey=True, squeeze=False,
+                                 layout="constrained"); axes = axes[0]
+        shown = []   # every value drawn (ours ± se, the paper's, unpruned) — the y-range fits these, not chance
         for ax, subj in zip(axes, subs):
             rs = S.subjects[subj].ratios; x = [100 * r for r in rs]
             for v in S.variants:
-                ax.errorbar(x, [R.acc(subj, v, r).mean() for r in rs], yerr=[se(R.acc(subj, v, r)) for r in rs], fmt=_STYLE.get(v, "d-."), capsize=3, label=f"{v} (ours)")
+                m, e = np.array([R.acc(subj, v, r).mean() for r in rs]), np.array([se(R.acc(subj, v, r)) for r in rs])
+                ax.errorbar(x, m, yerr=e, fmt=_STYLE.get(v, "d-."), capsize=3, label=f"{v} (ours)"); shown += [*(m - e), *(m + e)]
             for v, mk in (("prune", "o"), ("merge", "s")):
                 pv = [S.paper.get(S.row(subj, r), {}).get(v) for r in rs]
                 if any(p is not None for p in pv):
                     ax.plot(x, [np.nan if p is None else p for p in pv], mk, ms=11, mfc="none", color="gray" if v == "prune" else "k", label=f"{v} (paper)")
-            ax.axhline(R.acc(subj, "baseline").mean(), color="gray", ls="--", lw=1, label="unpruned (ours)")
-            ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
+                    shown += [p for p in pv if p is not None]
+            base = R.acc(subj, "baseline").mean(); shown.append(base)
+            ax.axhline(base, color="gray", ls="--", lw=1, label="unpruned (ours)")
             ax.set_xticks(x); ax.set_xlabel("pruning ratio (%)"); ax.set_title(subj, fontsize=9)
+        lo, hi = np.nanmin(shown), np.nanmax(shown); pad = max(2.0, 0.06 * (hi - lo))
+        lo, hi = (min(lo, S.chance) if S.chance >= lo - 3 * pad else lo) - pad, hi + pad   # chance only where it is near the data
+        inside = lo <= S.chance <= hi
+        for ax in axes:
+            ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)")
+        axes[0].set_ylim(lo, hi)
     else:
-        fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4)); axes = [ax]
+        fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4.6), layout="constrained"); axes = [ax]
         x, w = np.arange(len(subs)), 0.8 / len(S.variants)
         for i, v in enumerate(S.variants):
             ax.bar(x + (i - (len(S.variants) - 1) / 2) * w, [R.acc(s, v, S.subjects[s].ratios[0]).mean() for s in subs], w,
@@ -564,9 +575,11 @@ def figure(R: Run):
         ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
         ax.set_xticks(x, subs); ax.set_xlabel(S.corner)
     axes[0].set_ylabel("top-1 test accuracy (%) ↑")
-    axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.suptitle(f"{S.model_name}\nno fine-tuning, {unit}", fontsize=8)
-    fig.tight_layout()
+    handles = {}
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()): handles.setdefault(l, h)
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=3 if len(axes) == 1 else 4, fontsize=7, frameon=False)
+    fig.suptitle(f"{textwrap.fill(S.model_name, 110)}\nno fine-tuning, {unit}", fontsize=8)
     return fig
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #bc29bcd3
