@@ -172,14 +172,34 @@ FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", 
 FASHION_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")   # where `apt-get install dataset-fashion-mnist` puts it
 
+def _read_gz(path: Path) -> bytes:
+    "The decompressed bytes of `path`; a file that is not gzip, or is cut short, raises a ValueError naming it."
+    import gzip, zlib
+    try:
+        with gzip.open(path, "rb") as f: return f.read()
+    except gzip.BadGzipFile as e:
+        head = path.read_bytes()[:4]
+        hint = ("it starts like an uncompressed idx file: remove the .gz suffix" if head[:3] == b"\x00\x00\x08"
+                else "download the file again")
+        raise ValueError(f"{path} is not gzip-compressed: expected the gzip magic 1f 8b, found "
+                         f"{head.hex(' ') or 'an empty file'}; {hint}") from e
+    except (EOFError, zlib.error) as e:
+        raise ValueError(f"{path} is a damaged or truncated gzip file ({e}): download it again") from e
+
 def _read_idx(path: Path) -> np.ndarray:
-    "One idx file (gzipped or not) as a uint8 array shaped by its header."
-    import gzip
-    raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
-    if raw[:2] != b"\x00\x00" or raw[2] != 8: raise ValueError(f"{path} is not an unsigned-byte idx file")
-    ndim = raw[3]
+    "One idx file (gzipped or not) as a uint8 array shaped by its header; a file that is not one, or is cut short, raises a ValueError."
+    path = Path(path)
+    raw = _read_gz(path) if path.suffix == ".gz" else path.read_bytes()
+    if len(raw) < 4 or raw[:3] != b"\x00\x00\x08" or not 1 <= raw[3] <= 4:
+        raise ValueError(f"{path} is not an unsigned-byte idx file: expected the magic 00 00 08 0N (N = 1…4 dimensions), "
+                         f"found {raw[:4].hex(' ') or 'an empty file'}")
+    ndim, off = raw[3], 4 + 4 * raw[3]
+    if len(raw) < off: raise ValueError(f"{path} is truncated: its {ndim}-d idx header needs {off} bytes, the file has {len(raw)}")
     shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    if len(raw) - off != math.prod(shape):
+        raise ValueError(f"{path} holds {len(raw) - off:,} bytes of data, but its header (shape {shape}) says {math.prod(shape):,}: "
+                         f"the file is {'truncated' if len(raw) - off < math.prod(shape) else 'longer than its header'}; download it again")
+    return np.frombuffer(raw, np.uint8, offset=off).reshape(shape)
 
 def fashion_mnist_dir(data_root=None) -> Path:
     "The first folder holding the four Fashion-MNIST idx files (plain or .gz): `data_root/FashionMNIST/raw`, `$ATTRIBKIT_DATA/FashionMNIST/raw`, then Debian's."
@@ -306,18 +326,39 @@ def _stats(stats, table: dict) -> tuple:
 class CIFARPickles(Dataset):
     "One CIFAR split read from the official python pickles: `data` uint8 (N, 32, 32, 3), `targets`, `classes`; items as torchvision's CIFAR10."
     def __init__(self, folder: Path, files: Sequence[str], meta: str, key: str, transform=None):
-        import pickle
-        def load(name: str) -> dict:
-            with open(Path(folder) / name, "rb") as f: return pickle.load(f, encoding="latin1")   # Python-2 pickles
-        parts = [load(f) for f in files]
-        self.data = np.vstack([p["data"] for p in parts]).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-        self.targets = [int(t) for p in parts for t in p.get("labels", p.get("fine_labels", []))]
-        self.classes, self.transform = list(load(meta)[key]), transform
+        parts = [_cifar_part(Path(folder) / f) for f in files]
+        self.data = np.vstack([x for x, _ in parts]).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        self.targets = [int(t) for _, y in parts for t in y]
+        self.classes, self.transform = list(_cifar_pickle(Path(folder) / meta, (key,), "CIFAR meta file")[key]), transform
     def __len__(self): return len(self.data)
     def __getitem__(self, i: int):
         from PIL import Image
         img = Image.fromarray(self.data[i])
         return (self.transform(img) if self.transform is not None else img), self.targets[i]
+
+def _cifar_pickle(path: Path, keys: Sequence, what: str) -> dict:
+    "One CIFAR python pickle (`what`: batch or meta file) as a dict holding `keys` (a tuple of alternatives counts once); otherwise a ValueError naming the file."
+    import pickle
+    try:
+        with open(path, "rb") as f: d = pickle.load(f, encoding="latin1")   # Python-2 pickles
+    except Exception as e:
+        raise ValueError(f"{path} is not a CIFAR python pickle ({type(e).__name__}: {e}): extract the python version of the archive again") from e
+    missing = [k for k in keys if not any(a in d for a in (k if isinstance(k, tuple) else (k,)))] if isinstance(d, dict) else keys
+    if missing:
+        want = " and ".join(" or ".join(map(repr, k)) if isinstance(k, tuple) else repr(k) for k in keys)
+        found = f"keys {sorted(map(str, d))}" if isinstance(d, dict) else f"a {type(d).__name__}"
+        raise ValueError(f"{path} is not a {what}: expected a dict with {want}, found {found}; "
+                         "extract the python version of the archive again")
+    return d
+
+def _cifar_part(path: Path) -> tuple[np.ndarray, list]:
+    "`data` (uint8, N × 3072) and the N labels (`labels` of CIFAR-10, `fine_labels` of CIFAR-100) of one batch file."
+    d = _cifar_pickle(path, ("data", ("labels", "fine_labels")), "CIFAR data batch")
+    x, y = np.asarray(d["data"]), list(d["labels"] if "labels" in d else d["fine_labels"])
+    if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072 or len(y) != len(x):
+        raise ValueError(f"{path}: expected 'data' uint8 of shape (N, 3072) and N labels, found {x.dtype} {x.shape} and {len(y)} labels; "
+                         "extract the python version of the archive again")
+    return x, y
 
 def _cifar(data_root, folder: str, train: list[str], test: list[str], meta: tuple[str, str], what: str, archive: str,
            dataset: str, num_classes: int, augment: bool, stats: str) -> DataSplits:

@@ -18,7 +18,7 @@ from . import distributed
 __all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'make_activation', 'Net', 'num_params', 'ScaleBatchNorm2d',
            'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5', 'moons_mlp', 'BasicBlock',
            'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate', 'cache_dir', 'cache_key',
-           'data_fingerprint', 'model_fingerprint', 'train_cached']
+           'data_fingerprint', 'model_fingerprint', 'train_cached', 'read_checkpoint', 'load_weights']
 
 # %% ../nbs/02_models.ipynb #d620b1e4
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
@@ -442,3 +442,46 @@ def train_cached(model_fn: Callable[..., nn.Module], config: dict, train_data: D
                      "key": key}, path)
     distributed.barrier()
     return model, dict(hist, cached=False)
+
+# %% ../nbs/02_models.ipynb #8ffd9ed0
+def _why(e: Exception) -> str:
+    "The informative line of a `torch.load` error."
+    msg = str(e).split("WeightsUnpickler error:", 1)[-1]
+    lines = [l.strip() for l in msg.splitlines() if l.strip()]
+    return f"{type(e).__name__}: {lines[0][:160]}" if lines else type(e).__name__
+
+def read_checkpoint(path, what: str = "checkpoint"):
+    "`torch.load(path, map_location='cpu', weights_only=True)`; a missing file raises FileNotFoundError, an unreadable one ValueError, each naming `what` and `path`."
+    path = Path(path).expanduser()
+    if not path.is_file(): raise FileNotFoundError(f"{what} {path} does not exist (attribkit never downloads weights)")
+    try: return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        with open(path, "rb") as f: head = f.read(16)
+        raise ValueError(f"{what} {path} is not a torch checkpoint: expected a file written by torch.save(model.state_dict(), path), "
+                         f"found one starting with {head!r} that torch.load(weights_only=True) cannot read ({_why(e)})") from e
+
+def _some(items: list, n: int = 4) -> str:
+    return ", ".join(items[:n]) + (f", … ({len(items) - n} more)" if len(items) > n else "")
+
+def load_weights(model: nn.Module, path, what: str = "weights file", expected: str | None = None,
+                 rename: dict | None = None):
+    "Load the state dict in `path` (plain, or a dict's `'state_dict'`; file keys renamed by `rename`) into `model`; names or shapes that do not fit raise a ValueError before anything is loaded. Returns what the file holds."
+    ck = read_checkpoint(path, what)
+    sd = ck["state_dict"] if isinstance(ck, dict) and isinstance(ck.get("state_dict"), dict) else ck
+    expected = expected or f"a {type(model).__name__}"
+    if not (isinstance(sd, dict) and sd and all(isinstance(k, str) and torch.is_tensor(v) for k, v in sd.items())):
+        found = f"a dict with keys {_some([repr(k) for k in sd])}" if isinstance(sd, dict) and sd else f"a {type(sd).__name__}"
+        raise ValueError(f"{what} {path} holds {found}, not a state dict (names → tensors): expected the state dict of {expected}")
+    rename = rename or {}
+    inv = {m: f for f, m in rename.items()}
+    want = {inv.get(k, k): v.shape for k, v in model.state_dict().items()}
+    old_bn = lambda k: k.endswith(".num_batches_tracked") and k.replace("num_batches_tracked", "running_mean") in sd
+    missing = [k for k in want if k not in sd and not old_bn(k)]   # files from before PyTorch 0.4.1: load_state_dict fills it in
+    unexpected = [k for k in sd if k not in want]
+    shapes = [f"{k} expected {tuple(want[k])} found {tuple(sd[k].shape)}" for k in want if k in sd and sd[k].shape != want[k]]
+    if missing or unexpected or shapes:
+        parts = [f"{t} {len(l)}: {_some(l)}" for l, t in ((missing, "missing"), (unexpected, "unexpected"), (shapes, "other shape")) if l]
+        raise ValueError(f"{what} {path} does not fit {expected}: the file has {len(sd)} tensors, the model {len(want)}; "
+                         + "; ".join(parts) + " (pass the weights file of that model)")
+    model.load_state_dict({rename.get(k, k): v for k, v in sd.items()} if rename else sd)
+    return ck

@@ -93,3 +93,74 @@ def test_loader_lists_only_missing_files(tmp_path):
         cifar10(tmp_path)
     msg = str(e.value)
     assert "test_batch" in msg and "batches.meta" in msg and "data_batch_1" not in msg
+
+
+def _fashion(tmp_path, compress="gz"):
+    from attribkit.fake_data import write_fashion_mnist
+    return write_fashion_mnist(tmp_path, n_train=20, n_test=10, compress=compress)
+
+
+def test_fashion_gz_that_is_not_gzip_names_file(tmp_path):
+    raw = _fashion(tmp_path)
+    f = raw / "t10k-labels-idx1-ubyte.gz"
+    import gzip
+    f.write_bytes(gzip.decompress(f.read_bytes()))              # uncompressed bytes under a .gz name
+    with pytest.raises(ValueError) as e:
+        fashion_mnist(tmp_path)
+    msg = str(e.value)
+    assert str(f) in msg and "expected the gzip magic 1f 8b, found 00 00 08 01" in msg and "remove the .gz suffix" in msg
+    f.write_bytes(b"<html>not found</html>")                   # e.g. an error page saved by a download
+    with pytest.raises(ValueError, match=r"not gzip-compressed: expected the gzip magic 1f 8b, found 3c 68 74 6d; download"):
+        fashion_mnist(tmp_path)
+
+
+def test_fashion_truncated_idx_names_file_and_sizes(tmp_path):
+    raw = _fashion(tmp_path, compress="plain")
+    f = raw / "train-images-idx3-ubyte"
+    f.write_bytes(f.read_bytes()[:-100])
+    with pytest.raises(ValueError) as e:
+        fashion_mnist(tmp_path)
+    assert str(f) in str(e.value) and "holds 15,580 bytes of data, but its header (shape (20, 28, 28)) says 15,680" in str(e.value)
+    assert "truncated" in str(e.value)
+    f.write_bytes(b"\x00\x00\x08\x03\x00\x00")                 # cut inside the header
+    with pytest.raises(ValueError, match="header needs 16 bytes, the file has 6"):
+        fashion_mnist(tmp_path)
+    f.write_bytes(b"\x00\x00\x0d\x03" + bytes(12))             # float idx, not unsigned bytes
+    with pytest.raises(ValueError, match="expected the magic 00 00 08 0N .*found 00 00 0d 03"):
+        fashion_mnist(tmp_path)
+
+
+def test_fashion_truncated_gz_names_file(tmp_path):
+    raw = _fashion(tmp_path)
+    f = raw / "t10k-images-idx3-ubyte.gz"
+    f.write_bytes(f.read_bytes()[:-50])
+    with pytest.raises(ValueError, match=r"t10k-images-idx3-ubyte.gz is a damaged or truncated gzip file"):
+        fashion_mnist(tmp_path)
+
+
+@pytest.mark.parametrize("drop, want", [("labels", "expected a dict with 'data' and 'labels' or 'fine_labels'"),
+                                        ("data", "expected a dict with 'data' and 'labels' or 'fine_labels'")])
+def test_cifar_pickle_missing_key_names_file(tmp_path, drop, want):
+    from attribkit.fake_data import write_cifar10, py2_pickle
+    import pickle
+    d = write_cifar10(tmp_path, n_train=10, n_test=10)
+    with open(d / "data_batch_3", "rb") as f: batch = pickle.load(f, encoding="latin1")
+    (d / "data_batch_3").write_bytes(py2_pickle({k.encode(): v for k, v in batch.items() if k != drop}))
+    with pytest.raises(ValueError) as e:
+        cifar10(tmp_path)
+    msg = str(e.value)
+    assert str(d / "data_batch_3") in msg and want in msg
+    assert "found keys ['batch_label', " in msg and f"'{drop}'" not in msg.split("found keys")[1]
+
+
+def test_cifar_meta_and_non_pickle_name_file(tmp_path):
+    from attribkit.fake_data import write_cifar10, py2_pickle
+    d = write_cifar10(tmp_path, n_train=10, n_test=10)
+    meta = (d / "batches.meta").read_bytes()
+    (d / "batches.meta").write_bytes(py2_pickle({b"num_vis": 3072}))
+    with pytest.raises(ValueError, match=r"batches.meta is not a CIFAR meta file: expected a dict with 'label_names', found keys \['num_vis'\]"):
+        cifar10(tmp_path)
+    (d / "batches.meta").write_bytes(meta)
+    (d / "test_batch").write_bytes(b"\x1f\x8b not a pickle")
+    with pytest.raises(ValueError, match=r"test_batch is not a CIFAR python pickle \(UnpicklingError"):
+        cifar10(tmp_path)

@@ -227,3 +227,18 @@ def test_fake_weights_load_into_the_paper_architectures(tmp_path, monkeypatch):
     m = ga.load_paper_model("ResNet-18", data_root=tmp_path)
     assert m(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
     assert ga.PAPER_FILES["dga_fig9_grid"] == ["imagenet/val", "weights/resnet18.pth"]
+
+
+def test_load_paper_model_rejects_another_architecture(tmp_path):
+    "A LeNet state dict saved as resnet18.pth, and a file that is not a checkpoint: a ValueError naming the file before any attribution runs."
+    from attribkit.papers.gradient_aggregation import load_paper_model
+    from attribkit.models import lenet_300_100
+    p = tmp_path / "resnet18.pth"; torch.save(lenet_300_100().state_dict(), p)
+    with pytest.raises(ValueError) as e:
+        load_paper_model("ResNet-18", weights_path=tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"weights file {p} does not fit torchvision.models.resnet18(): the file has 6 tensors, the model 122; missing 122: conv1.weight")
+    assert "unexpected 6: classifier.0.weight" in msg
+    p.write_bytes(b"<html>")
+    with pytest.raises(ValueError, match=r"resnet18.pth is not a torch checkpoint"):
+        load_paper_model("ResNet-18", weights_path=tmp_path)

@@ -357,3 +357,17 @@ def test_paper_compare_drops_collapsed_seeds():
     c = compare("a >= b", a, b, "AUC")
     assert c["verdict"] == "not evaluable" and "at chance" in c["detail"]
     assert "a >= b" in diagnosis([c])
+
+
+def test_paper_teacher_of_another_architecture_fails_before_distilling(tmp_path):
+    "`teacher_path` holding another model's weights: the paper-scale setup fails naming the file, before any student is distilled."
+    from attribkit.fake_data import write_voc2012
+    from attribkit.models import lenet_300_100
+    from attribkit.papers.distillation import setup
+    write_voc2012(tmp_path, n_train=2, n_val=2, n_seg=2)
+    p = tmp_path / "teacher.pth"; torch.save(lenet_300_100().state_dict(), p)
+    with pytest.raises(ValueError) as e:
+        setup("paper", data_root=tmp_path, device="cpu", teacher_path=p, teacher_width=16)
+    msg = str(e.value)
+    assert msg.startswith(f"VOC teacher (`teacher_path`) {p} does not fit attribkit.models.vgg16_voc(**{{'num_classes': 20, 'width_div': 16")
+    assert "missing " in msg and "features.0.weight" in msg

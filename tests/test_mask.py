@@ -146,3 +146,19 @@ def test_paper_module_lists_every_mask_notebook_and_caps_the_dry_run():
     b = P.budget("paper", dry_run=True)
     assert b["seeds"] == 1 and max(b["n_mia"], b["n_mia_table2"], b["n_score"], b["n_test"]) <= 4
     assert b["train_images"] <= 2 * b["train_batch"] and P.student_recipe("paper", dry_run=True)["epochs"] == 1
+
+
+def test_paper_nib_weights_of_another_architecture_fail_before_training(tmp_path, monkeypatch):
+    "A pre-trained NIB VGG file that holds another model: nib_setup at paper scale fails naming the file instead of loading or training."
+    from attribkit.fake_data import write_cifar10
+    from attribkit.models import lenet_300_100
+    from attribkit.papers import attribution_masks as P
+    write_cifar10(tmp_path, n_train=10, n_test=10)
+    p = tmp_path / "weights" / P.weights_name("vgg13-6", "cifar10", 0); p.parent.mkdir()
+    torch.save(lenet_300_100().state_dict(), p)
+    monkeypatch.setattr(P.M, "train_cached", lambda *a, **k: pytest.fail("trained instead of failing"))
+    with pytest.raises(ValueError) as e:
+        P.nib_setup("paper", cfg="vgg13-6", data_root=tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"weights file {p} does not fit attribkit.models.nib_vgg(**{{'cfg': 'vgg13-6', 'num_classes': 10")
+    assert "missing " in msg and "features.0.weight" in msg

@@ -292,6 +292,38 @@ def test_authors_lenet_checkpoint_round_trip(tmp_path):
     assert acc == 89.8 and torch.allclose(m1(x), m0(x))
 
 
+def test_authors_lenet_rejects_another_architecture(tmp_path):
+    "A VGG state dict passed as the merging notebook's LeNet weights: a ValueError naming the file, expected and found keys."
+    from attribkit.models import vgg16_bn_cifar
+    p = tmp_path / "vgg.pth"; torch.save(vgg16_bn_cifar(width=16).state_dict(), p)
+    with pytest.raises(ValueError) as e:
+        nm.load_authors_lenet(p)
+    msg = str(e.value)
+    assert msg.startswith(f"LeNet-300-100 weights file {p} does not fit the authors' LeNet-300-100 checkpoint")
+    assert "the file has 87 tensors, the model 6; missing 6: ip1.weight, ip1.bias, ip2.weight, ip2.bias, … (2 more); unexpected 87: features.0.weight" in msg
+    p.write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="is not a torch checkpoint"):
+        nm.load_authors_lenet(p)
+
+
+def test_paper_setups_reject_bad_weights_before_training(tmp_path, monkeypatch):
+    "merging_lenet and merging_vgg16_cifar at paper scale: a file of another model or a `weights_path` that does not exist fails before any training."
+    from attribkit.fake_data import write_cifar10, write_fashion_mnist
+    from attribkit.models import lenet_300_100, vgg16_bn_cifar
+    write_fashion_mnist(tmp_path, n_train=20, n_test=10); write_cifar10(tmp_path, n_train=10, n_test=10)
+    monkeypatch.setattr(nm, "_fit", lambda *a, **k: pytest.fail("trained instead of failing"))
+    vgg, lenet = tmp_path / "vgg.pth", tmp_path / "lenet.pth"
+    torch.save(vgg16_bn_cifar(width=16).state_dict(), vgg); torch.save(lenet_300_100().state_dict(), lenet)
+    kw = dict(scale="paper", data_root=tmp_path, device="cpu")
+    with pytest.raises(ValueError, match="does not fit the authors' LeNet-300-100 checkpoint"):
+        nm.setup("merging_lenet", weights_path=vgg, **kw)
+    with pytest.raises(ValueError, match=r"lenet.pth does not fit vgg16_bn_cifar\(\*\*\{'num_classes': 10, 'width': 1\}\): the file has 6 tensors, the model 87; missing 85: features.0.weight"):
+        nm.setup("merging_vgg16_cifar", weights_path=lenet, **kw)
+    for name in ("merging_lenet", "merging_vgg16_cifar", "merging_table2_mobilenet"):
+        with pytest.raises(FileNotFoundError, match=r"`weights_path` .*typo.pth does not exist"):
+            nm.setup(name, weights_path=tmp_path / "typo.pth", **kw)
+
+
 def test_setup_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown merging notebook"): nm.setup("merging_foo")
     with pytest.raises(ValueError, match="`scale`"): nm.setup("merging_lenet", scale="big")

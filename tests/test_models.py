@@ -290,3 +290,41 @@ def test_cache_key_follows_the_data(tmp_path, monkeypatch):
     _, h1 = train_cached(moons_mlp, dict(num_classes=2), a, "same-key", rec, progress=False)
     _, h2 = train_cached(moons_mlp, dict(num_classes=2), b, "same-key", rec, progress=False)
     assert not h1["cached"] and not h2["cached"] and len(list(tmp_path.glob("*.pt"))) == 2
+
+
+def test_load_weights_rejects_another_architecture_before_loading(tmp_path):
+    p = tmp_path / "lenet.pth"
+    torch.save(lenet_300_100().state_dict(), p)
+    m = lenet5(); before = {k: v.clone() for k, v in m.state_dict().items()}
+    with pytest.raises(ValueError) as e:
+        M.load_weights(m, p, expected="lenet5()")
+    msg = str(e.value)
+    assert msg.startswith(f"weights file {p} does not fit lenet5(): the file has 6 tensors, the model 10; missing 4: features.0.weight")
+    assert "other shape 5: classifier.0.weight expected (120, 400) found (300, 784)" in msg and "… (1 more)" in msg
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())            # nothing was loaded
+    torch.save(vgg16_bn_cifar(width=16).state_dict(), p)                               # 87 tensors: a few named, not all
+    with pytest.raises(ValueError, match=r"unexpected 85: features.0.weight, features.1.weight, features.1.bias, features.1.running_mean, … \(81 more\)"):
+        M.load_weights(lenet_300_100(), p)
+
+
+def test_load_weights_formats(tmp_path):
+    m0 = lenet_300_100(); p = tmp_path / "w.pth"
+    torch.save({"acc": 1.0, "state_dict": m0.state_dict()}, p)                        # {'state_dict': …} is taken apart
+    m = lenet_300_100(); assert M.load_weights(m, p)["acc"] == 1.0
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), m0.state_dict().values()))
+    torch.save({"model": m0.state_dict(), "optimizer": {}}, p)                        # a training checkpoint is not a state dict
+    with pytest.raises(ValueError, match=r"holds a dict with keys 'model', 'optimizer', not a state dict"):
+        M.load_weights(lenet_300_100(), p)
+    bn = vgg16_bn_cifar(width=16); sd = {k: v for k, v in bn.state_dict().items() if not k.endswith("num_batches_tracked")}
+    torch.save(sd, p); M.load_weights(vgg16_bn_cifar(width=16), p)                   # old files without num_batches_tracked load
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint\n", b"PK\x03\x04 cut short", b"\x93NUMPY"])
+def test_load_weights_non_checkpoint_file(tmp_path, content):
+    p = tmp_path / "w.pth"; p.write_bytes(content)
+    with pytest.raises(ValueError) as e:
+        M.load_weights(lenet_300_100(), p)
+    assert str(e.value).startswith(f"weights file {p} is not a torch checkpoint: expected a file written by torch.save(model.state_dict(), path), "
+                                   f"found one starting with {content[:16]!r}")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        M.load_weights(lenet_300_100(), tmp_path / "none.pth")

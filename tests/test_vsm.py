@@ -214,3 +214,13 @@ def test_encoder_padding_mode():
     clf = _tiny_classifier()
     vsm = VariationalSaliency(clf, k=0.25, width=0.125, padding="replicate").fit(x, epochs=1, batch_size=2, progress=False)
     assert all(m.padding_mode == "replicate" for m in vsm.encoder.modules() if isinstance(m, nn.Conv2d))
+
+
+def test_paper_classifier_of_another_architecture_fails(tmp_path):
+    "The VSM paper classifier (`weights_path`) holding another model's weights: a ValueError naming the file and the expected ResNet-50."
+    from attribkit.models import lenet_300_100
+    from attribkit.papers.variational_saliency import imagenet_classifier
+    p = tmp_path / "resnet50.pth"; torch.save(lenet_300_100().state_dict(), p)
+    with pytest.raises(ValueError) as e:
+        imagenet_classifier(p)
+    assert str(e.value).startswith(f"classifier weights (`weights_path`) {p} does not fit torchvision.models.resnet50(): the file has 6 tensors")

@@ -133,7 +133,7 @@ def nib_setup(scale: str = "smoke", cfg: str = "vgg16", data_root=None, dataset:
         path = Path(weights_dir or Path(data_root) / "weights") / weights_name(cfg, dataset, seed, **flags)
         if path.exists():
             model = M.nib_vgg(**config)
-            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            M.load_weights(model, path, expected=f"attribkit.models.nib_vgg(**{config})")
             return model.to(device).eval(), splits
         recipe, train = PAPER_RECIPE[dataset], splits.train
         if dry_run: recipe, train = dict(recipe, epochs=1, batch_size=DRY_RUN["train_batch"]), _head(train, DRY_RUN["train_images"])

@@ -196,14 +196,14 @@ class DistillSetup:
 # %% ../../nbs/papers/01_distillation.ipynb #ba3d7b62
 def _teacher(C: dict, scale: str, data_root, teacher_path, xy_train, data_key: str, seed: int, dev, progress: bool):
     "The teacher: loaded from `teacher_path` at paper scale, else trained from scratch through the checkpoint cache."
-    from attribkit.models import train_cached, cache_key
+    from attribkit.models import train_cached, cache_key, load_weights
     fn, config = _arch(C["arch"], C["num_classes"], C["teacher_width"], C["in_channels"], C["size"])
     if scale == "paper":
         path = Path(teacher_path) if teacher_path is not None else Path(data_root) / TEACHER_FILE
         if not path.exists():
             raise FileNotFoundError(f"the VOC teacher {path} is missing: pass `teacher_path`, a state_dict of "
                                     "attribkit.models.vgg16_voc() fine-tuned on VOC 2012 (the authors' ImageNet-initialised VGG-16-BN)")
-        teacher = fn(**config); teacher.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        teacher = fn(**config); load_weights(teacher, path, "VOC teacher (`teacher_path`)", expected=f"attribkit.models.{fn.__name__}(**{config})")
         return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}
     recipe = dict(epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce",
                   schedule="cosine")

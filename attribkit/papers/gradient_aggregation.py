@@ -147,8 +147,10 @@ def _torchvision_model(name: str) -> nn.Module:
 
 def load_paper_model(name: str, weights_path=None, data_root=None) -> nn.Module:
     "torchvision VGG-16 / ResNet-18 / Inception-v3 with the `state_dict` of `weights_file(name, weights_path, data_root)`."
-    m = _torchvision_model(name)
-    m.load_state_dict(torch.load(weights_file(name, weights_path, data_root), map_location="cpu", weights_only=True))
+    from attribkit.models import load_weights
+    m, arch = _torchvision_model(name), PAPER_MODELS[name][0]
+    load_weights(m, weights_file(name, weights_path, data_root),
+                 expected=f"torchvision.models.{arch}({'aux_logits=True' if arch == 'inception_v3' else ''})")
     return m.eval()
 
 def write_fake_weights(data_root: Path) -> None:

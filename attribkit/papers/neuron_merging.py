@@ -16,7 +16,7 @@ from .. import claims as C
 from ..core import resolve_device
 from ..data import cifar10, digits, fashion_mnist, imagenet_folder
 from ..merging import find_pairs, merge, prune
-from ..models import cifar_resnet, lenet_300_100, mobilenet_v1, train, train_cached, vgg16_bn_cifar
+from ..models import cifar_resnet, lenet_300_100, load_weights, mobilenet_v1, train, train_cached, vgg16_bn_cifar
 
 # %% auto #0
 __all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'WEIGHTS', 'ACTIVATIONS',
@@ -64,17 +64,20 @@ PAPER_FILES = {"merging_lenet": ["FashionMNIST/raw", WEIGHTS["lenet"]],
                "merging_table3_imagenet": ["imagenet/val", WEIGHTS["vgg16"], WEIGHTS["resnet34"]]}
 
 def _weights(data_root, key: str, weights_path=None) -> Path | None:
-    "`weights_path`, else the default file for `key` under `data_root`; None if neither is given."
-    if weights_path is not None: return Path(weights_path).expanduser()
+    "`weights_path` (which must exist), else the default file for `key` under `data_root`; None if neither is given."
+    if weights_path is not None:
+        p = Path(weights_path).expanduser()
+        if not p.is_file(): raise FileNotFoundError(f"`weights_path` {p} does not exist: pass the weights file, or None to use "
+                                                    f"{WEIGHTS[key]} under data_root (our models are trained when that is absent)")
+        return p
     return None if data_root is None else Path(data_root).expanduser() / WEIGHTS[key]
 
 def load_authors_lenet(path) -> tuple[nn.Module, float | None]:
     "The authors' LeNet-300-100 checkpoint ({'acc', 'state_dict'} with ip1/ip2/ip3 weights and biases) as attribkit's `lenet_300_100`, and its stored accuracy."
-    ck = torch.load(path, map_location="cpu", weights_only=True)
-    sd = ck.get("state_dict", ck)
     model = lenet_300_100(in_features=784, num_classes=10)
-    names = [n for n, _ in model.named_parameters()]
-    model.load_state_dict(dict(zip(names, [sd[f"ip{i}.{k}"] for i in (1, 2, 3) for k in ("weight", "bias")])))
+    authors = [f"ip{i}.{k}" for i in (1, 2, 3) for k in ("weight", "bias")]
+    ck = load_weights(model, path, "LeNet-300-100 weights file", rename=dict(zip(authors, model.state_dict())),
+                      expected="the authors' LeNet-300-100 checkpoint ({'acc', 'state_dict'}: ip1/ip2/ip3 weight and bias, 784-300-100-10)")
     return model.eval(), ck.get("acc")
 
 def _half(sd: dict) -> dict:
@@ -168,7 +171,7 @@ def _fit(model_fn, config: dict, train_data, data_key: str, recipe: dict, seed: 
 def _load_or_fit(path, model_fn, config, data, data_key, recipe, seeds, device, dry_run) -> tuple[list, str]:
     "The model in `path` (a state dict) if the file exists, else one trained model per seed; and where the weights came from."
     if path is not None and path.exists():
-        m = model_fn(**config); m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        m = model_fn(**config); load_weights(m, path, expected=f"{model_fn.__name__}(**{config})")
         return [m.eval()], f"weights file {path.name}"
     return [_fit(model_fn, config, data.train, data_key, recipe, s, device, dry_run) for s in seeds], "trained here"
 
@@ -295,7 +298,7 @@ def imagenet_setup(scale="smoke", data_root=None, device="auto", seed=0, dry_run
         test, seeds = imagenet_folder(Path(data_root) / "imagenet", "val"), [seed]
         if dry_run: test = Subset(test, range(min(len(test), DRY["test"])))
         vgg, res = torchvision.models.vgg16(), torchvision.models.resnet34()
-        for m, k in ((vgg, "vgg16"), (res, "resnet34")): m.load_state_dict(torch.load(_weights(data_root, k), map_location="cpu", weights_only=True))
+        for m, k in ((vgg, "vgg16"), (res, "resnet34")): load_weights(m, _weights(data_root, k), expected=f"torchvision.models.{k}()")
         vggs, ress, name, chance = [vgg.eval()], [res.eval()], "torchvision VGG-16 and ResNet-34 on ImageNet val (224×224)", 0.1
     else:
         seeds = _seeds(seed, n_seeds, dry_run)

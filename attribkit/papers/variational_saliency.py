@@ -18,7 +18,7 @@ from ..core import atomic_save, attribute, resolve_device, seed_everything
 from ..data import (FASHION_MNIST_CLASSES, FASHION_MNIST_STATS, IMAGENET_STATS, DataSplits, fashion_mosaics,
                             imagenet_folder, shapes)
 from ..metrics import insertion_deletion, mask_auc, pointing_game
-from ..models import cache_dir, cache_key, lenet5, train_cached
+from ..models import cache_dir, cache_key, lenet5, load_weights, train_cached
 from ..results import paper_table
 from ..vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 
@@ -69,7 +69,7 @@ def imagenet_classifier(weights_path) -> nn.Module:
     "torchvision's ResNet-50 with the state dict at `weights_path` (a torchvision `state_dict()` saved with `torch.save`)."
     import torchvision
     model = getattr(torchvision.models, CLASSIFIER)(weights=None)
-    model.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
+    load_weights(model, weights_path, "classifier weights (`weights_path`)", expected=f"torchvision.models.{CLASSIFIER}()")
     return model.eval()
 
 def write_fake_weights(data_root: Path) -> None:
