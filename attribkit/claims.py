@@ -10,8 +10,8 @@ import numpy as np
 
 
 # %% auto #0
-__all__ = ['VERDICTS', 'CLAIM_KEYS', 'DRY_RUN', 'verdict', 'claim', 'not_evaluable', 'dry_run_claims', 'paired', 'mean_se',
-           'count_verdicts']
+__all__ = ['VERDICTS', 'CLAIM_KEYS', 'DRY_RUN', 'SMOKE', 'verdict', 'claim', 'not_evaluable', 'not_evidence', 'run_claims',
+           'scale_note', 'paired', 'mean_se', 'count_verdicts']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
@@ -57,11 +57,25 @@ def not_evaluable(text: str, reason: str, n: int = 0, units: str = "seeds") -> d
     return claim(text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason)
 
 DRY_RUN = "dry run: fake data and weights at a tiny budget show that the paper's path runs, not what it measures"
+SMOKE = "smoke scale: built-in toy data show that the code paths run, not what the paper claims"
 
-def dry_run_claims(claims: Sequence[dict], dry_run: bool = True) -> list[dict]:
-    "`claims` as a run with `dry_run` reports them: in a dry run each is `not evaluable` (reason `DRY_RUN`), its text, numbers and detail kept."
-    if not dry_run: return list(claims)
-    return [dict(c, verdict="not evaluable", detail=f"not evaluable: {DRY_RUN}; {c['detail']}") for c in claims]
+def not_evidence(scale: str, dry_run: bool = False) -> str | None:
+    "Why a run at `scale` (with `dry_run`) is not evidence (`DRY_RUN`, `SMOKE`), or None for a run whose claims get verdicts."
+    return DRY_RUN if dry_run else SMOKE if scale == "smoke" else None
+
+def run_claims(claims: Sequence[dict], scale: str, dry_run: bool = False) -> list[dict]:
+    "`claims` as a run at `scale` reports them: at smoke and in a dry run each is `not evaluable` with the reason (`SMOKE`, `DRY_RUN`), its text, numbers and detail kept."
+    why = not_evidence(scale, dry_run)
+    if why is None: return list(claims)
+    return [c if why in c["detail"] else dict(c, verdict="not evaluable", detail=f"not evaluable: {why}; {c['detail']}") for c in claims]
+
+def scale_note(scale: str, dry_run: bool = False) -> str:
+    "The line a repro notebook prints first: which scale ran and whether its claims are evidence."
+    what = {"smoke": "built-in toy data", "cpu": "real data (Fashion-MNIST and mosaics built from it)",
+            "paper": "the papers' data under data_root"}.get(scale, scale)
+    why = not_evidence(scale, dry_run)
+    run = f"scale {scale}" + (" (dry run: fake data at a tiny budget)" if dry_run else f", {what}")
+    return f"{run}: " + (f"NOT evidence, every claim is not evaluable ({why})" if why else "evidence, claims get verdicts")
 
 
 # %% ../nbs/19_claims.ipynb #bb57c0f9

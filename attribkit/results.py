@@ -78,6 +78,9 @@ def validate_results(d: dict) -> dict:
             raise ValueError(f"`claims[{i}]['verdict']` {c['verdict']!r} does not follow from effect {c['effect']}, se {c['se']}, "
                              f"n {c['n']}: build claims with attribkit.claims.claim")
         if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")
+        if d["scale"] == "smoke" and c["verdict"] != "not evaluable":
+            raise ValueError(f"`claims[{i}]['verdict']` is {c['verdict']!r} at scale 'smoke': toy data give no verdicts; "
+                             "pass the claims through attribkit.claims.run_claims(claims, scale, dry_run)")
     v = d["versions"]
     if not isinstance(v, dict) or any(not isinstance(v.get(k), str) for k in ("python", "torch", "attribkit")):
         raise ValueError(f"`versions` must hold the strings 'python', 'torch' and 'attribkit', got {v!r}")
@@ -128,9 +131,9 @@ def load_results(path) -> dict:
     "Read and validate one results file."
     return validate_results(json.loads(Path(path).read_text(encoding="utf-8")))
 
-def figure_path(name: str, folder=None) -> Path:
-    "The path `<folder>/<name>.png` where a repro notebook saves its one figure (default `$ATTRIBKIT_FIGURES`, else `figures`; created)."
-    folder = Path(folder or os.environ.get("ATTRIBKIT_FIGURES", "figures")); folder.mkdir(parents=True, exist_ok=True)
+def figure_path(name: str, out_dir="results") -> Path:
+    "Where a repro notebook saves figure `name`: `$ATTRIBKIT_FIGURES/<name>.png` when the runner names a figures folder (`--figures`), else `<out_dir>/figures/<name>.png`, beside the run's results (folder created)."
+    folder = Path(os.environ.get("ATTRIBKIT_FIGURES") or Path(out_dir) / "figures"); folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}.png"
 
 # %% ../nbs/20a_results.ipynb #5e01345c
@@ -214,9 +217,9 @@ def show_claims(claims: list, digits: int = 3):
     lines = [f"- {fmt_claim(c, digits)}" for c in claims] or ["- (no claims)"]
     return Markdown("\n".join(lines + ["", "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items())]))
 
-def save_figure(fig, name: str, folder=None, dpi: int = 110) -> Path:
-    "Write `fig` to `figure_path(name, folder)` atomically (a temporary file in the same folder, then a rename); return the path. The figure stays open, so Jupyter still shows it inline."
-    path = figure_path(name, folder)
+def save_figure(fig, name: str, out_dir="results", dpi: int = 110) -> Path:
+    "Write `fig` to `figure_path(name, out_dir)` atomically (a temporary file in the same folder, then a rename); return the path. The figure stays open, so Jupyter still shows it inline."
+    path = figure_path(name, out_dir)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
     try:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight")

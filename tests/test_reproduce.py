@@ -15,7 +15,8 @@ def runs(tmp_path_factory):
     "Three runs in one temporary root: first (2 jobs), plain rerun, `--force --only ok`; papermill runs `ok` twice."
     root = tmp_path_factory.mktemp("repro")
     pkg_parent = str(Path(attribkit.__file__).resolve().parent.parent)  # kernels must import this checkout's attribkit
-    common = ["--nbs-dir", str(FIXTURES), "--out", "out", "--seed", "3", "--device", "cpu", "--data-root", str(root / "data")]
+    common = ["--nbs-dir", str(FIXTURES), "--out", "out", "--seed", "3", "--device", "cpu", "--data-root", str(root / "data"),
+              "--scale", "cpu"]   # the fixture's claim gets a verdict (at smoke it would be not evaluable)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         mp.setenv("PYTHONPATH", os.pathsep.join([pkg_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -78,7 +79,7 @@ def test_html_report_offline_links(runs):
 
 
 def good():
-    return {"schema": 2, "name": "x", "scale": "smoke", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
+    return {"schema": 2, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
             "claims": [claim("a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
             "created": "2026-01-01T00:00:00+00:00", "extra": {}}
@@ -95,6 +96,7 @@ def good():
     (lambda d: d["paper"].update(b={"mean": 1.0}), "'mean', 'se' or 'std'"),
     (lambda d: d["claims"][0].update(verdict="yes"), "verdict"),
     (lambda d: d["claims"][0].update(verdict="fails"), "does not follow"),
+    (lambda d: d.update(scale="smoke"), "toy data give no verdicts"),
     (lambda d: d["claims"][0].update(se=float("inf")), "finite number or null"),
     (lambda d: d["claims"][0].update(n=2.5), "integer >= 0"),
     (lambda d: d["claims"][0].pop("detail"), "exactly the keys"),

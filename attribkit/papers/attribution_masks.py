@@ -288,7 +288,7 @@ def run_fig3_gallery(scale: str = "smoke", data_root=None, device="auto", seed: 
     r.cells = {m: {col: C.mean_se([100 * float(cover[m, s].mean()) for s in SEEDS])} for m in methods}
     r.table = _table(r, r.cells, {}, [col], title=f"Object coverage of m*_10 (%), {r.model}, {scale} scale (mean ± se over "
                           f"{len(SEEDS)} seed(s)); the paper's Figure 3 has no numbers", corner="method")
-    r.claims = C.dry_run_claims(gallery_claims(r), dry_run)
+    r.claims = C.run_claims(gallery_claims(r), scale, dry_run)
     r.diagnoses = diagnoses(r.claims, lambda c: "object coverage of m*_10: " + ", ".join(f"{m} {_cov(r, m)}" for m in methods) + ".",
                             r.effects)
     r.measured = {f"{m} object coverage of m*_10 (%)": C.mean_se([100 * float(cover[m, s].mean()) for s in SEEDS]) for m in methods}
@@ -410,7 +410,7 @@ def run_table2_mia(scale: str = "smoke", data_root=None, device="auto", seed: in
         r.measured.update({f"{pre}{m} Q{i}": c for m, row in cells.items() for i, c in row.items()})
         r.measured.update({f"{pre}NIB VGG16 test accuracy seed {s} (%)": 100 * d.acc[s] for s in SEEDS})
         r.paper.update({f"{pre}{m} Q{i}": v[i] for m, v in paper_mia(ds).items() for i in SHOW})
-        d.claims = C.dry_run_claims([dict(c, claim=pre + c["claim"]) for c in mia_claims(d)], dry_run)
+        d.claims = C.run_claims([dict(c, claim=pre + c["claim"]) for c in mia_claims(d)], scale, dry_run)
         r.claims += d.claims
         r.diag.append(diagnoses(d.claims, lambda c, d=d: diagnose_mia(d, c), d.effects))
         diff = max(float(np.abs(d.Q["GxI"] - d.Q[m]).max()) for m in ("DL", "IG"))
@@ -545,7 +545,7 @@ def run_table3_depth(scale: str = "smoke", data_root=None, device="auto", seed: 
     r.measured = {f"{k} Q{i}": c for k, row in cells.items() for i, c in row.items()}
     r.measured.update({f"{n} test accuracy (%)": C.mean_se([100 * acc[n, s] for s in SEEDS]) for n in DEPTH_CFGS})
     r.paper = {f"{n} GxSI Q{i}": TABLE8[n][i] for n in DEPTH_CFGS for i in SHOW}
-    r.claims = C.dry_run_claims(depth_claims(r), dry_run)
+    r.claims = C.run_claims(depth_claims(r), scale, dry_run)
     r.diagnoses = diagnoses(r.claims, lambda c: diagnose_depth(r, c), r.effects)
     r.extra = {"data": splits.name, "model": r.model, "seeds": SEEDS, "mia_images": len(test), "tables": [r.table],
                "test_accuracy": {f"{n} seed {s}": acc[n, s] for n in DEPTH_CFGS for s in SEEDS},
@@ -683,7 +683,7 @@ def run_table4_students(scale: str = "smoke", data_root=None, device="auto", see
     r.measured = {f"{k[0]} {k[1]}": C.mean_se([100 * acc[k[0], k[1], s] for s in SEEDS]) for k in dict.fromkeys((a, b_) for a, b_, _ in acc)}
     r.measured.update({"teacher NIB VGG16 test accuracy (%)": C.mean_se([100 * teacher_acc[s] for s in SEEDS])})
     r.paper = {f"{sn} {arm}": v for sn, d in TABLE4.items() for arm, v in d.items()}
-    r.claims = C.dry_run_claims(student_claims(r), dry_run)
+    r.claims = C.run_claims(student_claims(r), scale, dry_run)
     r.diagnoses = diagnoses(r.claims, lambda c: diagnose_students(r, c), r.effects, explain_not_evaluable=True)
     r.extra = {"data": splits.name, "seeds": SEEDS, "teacher": r.model, "students": r.students, "tables": [r.table],
                "teacher_accuracy": {str(s): teacher_acc[s] for s in SEEDS},
@@ -796,7 +796,7 @@ def run_table5_bias(scale: str = "smoke", data_root=None, device="auto", seed: i
     r.measured.update({f"{v} test accuracy (%)": C.mean_se([100 * acc[v, s] for s in SEEDS]) for v in BIAS_VARIANTS})
     r.measured.update({f"{v} median implicit bias / |f_k|": float(np.median([bias[v, s] for s in SEEDS])) for v in BIAS_VARIANTS})
     r.paper = {f"{k} Q{i}": p[i] for k, p in TABLE5.items() for i in SHOW}
-    r.claims = C.dry_run_claims(bias_claims(r), dry_run)
+    r.claims = C.run_claims(bias_claims(r), scale, dry_run)
     r.diagnoses = diagnoses(r.claims, lambda c: diagnose_bias(r, c), r.effects)
     r.extra = {"data": splits.name, "model": r.model, "seeds": SEEDS, "mia_images": len(test), "tables": [r.table],
                "test_accuracy": {f"{v} seed {s}": acc[v, s] for v in BIAS_VARIANTS for s in SEEDS},

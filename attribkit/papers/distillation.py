@@ -13,7 +13,7 @@ import torch
 from torch import nn, Tensor
 from torch.utils.data import Dataset, Subset, TensorDataset
 from ..core import resolve_device
-from ..claims import claim, dry_run_claims, mean_se, not_evaluable
+from ..claims import claim, mean_se, not_evaluable, run_claims
 from ..distill import (distill, evaluate_compression, conv_names, conv_rates, l1_filter_prune,
                                iterative_magnitude_prune, teacher_targets, forward_with_activation, swa_map,
                                attribution_matching_loss, multilabel_kd_loss)
@@ -387,7 +387,7 @@ def rebuttal_table1(S: DistillSetup) -> SimpleNamespace:
     for name, v in sweep.items():
         for k in ("mAP", "F1", "AUC"): measured[f"SWA sweep: {name} {k}"] = v[k]
         measured[f"SWA sweep: {name} collapsed seeds"] = v["collapsed"]
-    claims = dry_run_claims(table1_claims(S, teacher, runs, rand, controls), S.dry_run)
+    claims = run_claims(table1_claims(S, teacher, runs, rand, controls), S.scale, S.dry_run)
     loss_text = "Last-epoch losses of the main-width students (mean over seeds): " + "; ".join(
         f"{l} task {t['task']:.3f}, λ·matching {t['lambda*matching']:.3f}" for l, t in losses.items()) + "."
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds, final_epoch_losses=losses, teacher_recipe=S.teacher_recipe,
@@ -444,7 +444,7 @@ def rebuttal_table2(S: DistillSetup) -> SimpleNamespace:
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds, final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")},
                  maps={k: v[0] for k, v in MAPS.items()},
                  note="third paper map unreadable in the rebuttal text (likely RAP, not implemented); FullGrad added")
-    claims = dry_run_claims(claims, S.dry_run)
+    claims = run_claims(claims, S.scale, S.dry_run)
     return SimpleNamespace(name="distill_rebuttal_table2", table=table, paper=PAPER_T2, measured=measured, paper_flat=flat(PAPER_T2),
                            claims=claims, diagnosis=diagnosis(claims), runs=runs, maps=MAPS, extra=extra, setup=S, cols=cols, decimals=1,
                            title=f"Rebuttal Table 2 — {S.model_name}; {S.cfg['main']} students, mean ± se over {len(S.seeds)} seed(s)")
@@ -500,7 +500,7 @@ def pruning(S: DistillSetup) -> SimpleNamespace:
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds, recipe=P, pattern=list(pattern),
                  params_before_after=list(info["structured params"]), unstructured_sparsity=info["unstructured sparsity"],
                  transfer_weight=C["lam"], note="main-paper pruning tables not retrievable; structured pruning removes filters physically")
-    claims = dry_run_claims(claims, S.dry_run)
+    claims = run_claims(claims, S.scale, S.dry_run)
     return SimpleNamespace(name="distill_pruning", table=table, paper={}, measured=flat(table), paper_flat={}, claims=claims, controls=controls,
                            diagnosis=summary + "\n\n" + diagnosis(claims), extra=extra, setup=S, cols=list(cols), decimals=1,
                            title=f"Pruning — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)")
@@ -577,7 +577,7 @@ def roar_experiment(S: DistillSetup, epochs: int | None = None) -> SimpleNamespa
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds, fractions=list(F), retrain=R,
                  final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")},
                  note="retrained classifier: the scale's x4 layout (smoke/cpu) or vgg11_bn (paper), Adam; score: per-sample mAP x100 on perturbed test images")
-    claims = dry_run_claims(claims, S.dry_run)
+    claims = run_claims(claims, S.scale, S.dry_run)
     return SimpleNamespace(name="distill_roar", table=table, paper={}, measured=measured, paper_flat={}, claims=claims,
                            diagnosis=diagnosis(claims), curves=A, chance=chance, fractions=F, extra=extra, setup=S,
                            cols=["no removal"] + [f"{f:.0%} removed" for f in F], decimals=1,

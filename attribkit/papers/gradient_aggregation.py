@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn, Tensor
 from ..core import attribute, as_local, available_methods, resolve_device, seed_everything, target_grad
-from ..claims import DRY_RUN, claim, mean_se, paired
+from ..claims import DRY_RUN, claim, mean_se, paired, run_claims
 from ..metrics import flip_curves
 from ..dga import DGA
 
@@ -409,13 +409,6 @@ def table3_methods(b: dict, seed: int = 0) -> dict:
     return {**methods, "DGA": dga_method(b["n_steps"]), **control_methods()}
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
-def _esc(s) -> str:
-    "A method name safe in a markdown table cell: '*' would start italics ('|' is escaped by `results.paper_table` itself)."
-    return str(s).replace("*", "\\*")
-
-def _esc_rows(rows: dict) -> dict:
-    return {r: {_esc(k): _esc(v) if isinstance(v, str) else v for k, v in row.items()} for r, row in rows.items()}
-
 def accuracy_cells(info: dict) -> dict:
     "Results cells '<model> | test accuracy' as {mean, se, n} over seeds."
     return {f"{name} | test accuracy": mean_se(a) for name, a in info["accuracy"].items()}
@@ -463,11 +456,11 @@ def flip_experiment(ex: Experiment, methods: dict, table: dict, spec: list, fill
                 measured[f"{name} | {c} | LeRF prob"] = measured[f"{name} | {c} | MoRF prob"] = "n/a (method not available)"
         for c, err in failed.get(name, {}).items(): measured[f"{name} | {c} | LeRF prob"] = f"failed: {err.split(':')[0]}"
     claims, why = flip_claims(results, spec, ex.chance)
-    tables = [paper_table(*map(_esc_rows, auc_rows(ex, measured, table, s)), cols=[_esc(c) for c in cols], decimals=3, corner="model, order",
+    tables = [paper_table(*auc_rows(ex, measured, table, s), cols=cols, decimals=3, corner="model, order",
                           title=f"{title}: pixel-flip AUC of the target's {'softmax probability' if s == 'prob' else 'logit'}"
                                 + (" (paper's value in brackets)" if s == "prob" else " (the paper reports none)"))
               for s in ("prob", "logit")]
-    return dict(results=results, measured=measured, paper=paper_cells(ex, table), tables=tables, claims=claims, why=why,
+    return dict(results=results, measured=measured, paper=paper_cells(ex, table), tables=tables, claims=run_claims(claims, ex.scale, ex.dry_run), why=why,
                 failed=failed)
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #8cccf6a6
@@ -517,7 +510,7 @@ def rank_table(ranks: dict) -> str:
     for k, v in ranks.items():
         name, _, col = k.split(" | ")
         rows.setdefault(name, {})[col] = v
-    return paper_table(_esc_rows(rows), title="DGA's rank among all maps run (1 = best; by the mean over seeds, controls included)",
+    return paper_table(rows, title="DGA's rank among all maps run (1 = best; by the mean over seeds, controls included)",
                        corner="model")
 
 def flip_figure(ex: Experiment, exp: dict, table: dict, title: str):
@@ -622,9 +615,9 @@ def object_shares(ex: Experiment, threshold: float = 0.1) -> dict:
                                      [a - b for a, b in zip(sh[k], sh[ref])], detail="effect = difference of object shares",
                                      not_evaluable=ex.chance.get(name)))
     rows = {name: {k: _seed_cell(v) for k, v in sh.items()} for name, sh in shares.items()}
-    table = paper_table(_esc_rows(rows), decimals=3, corner="model", title="Share of the positive attribution on the target object ↑ "
+    table = paper_table(rows, decimals=3, corner="model", title="Share of the positive attribution on the target object ↑ "
                         "(the paper gives no numbers; ours ± SE)")
-    return dict(maps=maps, shares=shares, measured=measured, claims=claims, table=table)
+    return dict(maps=maps, shares=shares, measured=measured, claims=run_claims(claims, ex.scale, ex.dry_run), table=table)
 
 def fig1_diagnoses(ex: Experiment, out: dict) -> str:
     "Markdown: every Figure 1 claim that does not hold, with all object shares of its model."
@@ -713,7 +706,7 @@ def path_concentration(ex: Experiment, threshold: float = 0.1) -> dict:
                          [a - b for a, b in zip(late["DGA (UFG)"], late["intensity local"])], not_evaluable=ne)]
     table = paper_table({name: {k: _seed_cell(v) for k, v in late.items()}}, decimals=3, corner="model",
                         title="log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)")
-    return dict(late=late, probs=probs, first=first, phi_share=phi_share, area=area, measured=measured, claims=claims, table=table)
+    return dict(late=late, probs=probs, first=first, phi_share=phi_share, area=area, measured=measured, claims=run_claims(claims, ex.scale, ex.dry_run), table=table)
 
 def fig8_diagnoses(ex: Experiment, out: dict) -> str:
     "Markdown: the claims of Figure 8 that do not hold, with the log ratios and where |UFG| lies at step 0."
@@ -790,7 +783,7 @@ def grid_experiment(ex: Experiment, fill="zero") -> dict:
             for k in ("lerf_prob", "morf_prob") for q in QS}
     table = paper_table(rows, decimals=3, corner="q, order", title=f"{name}: DGA's softmax-probability pixel-flip AUC over N and q "
                         "(the paper's Figure 9 gives no numbers)")
-    return dict(grid=grid, res=res, NS=NS, QS=QS, measured=measured, claims=claims, why=why, table=table)
+    return dict(grid=grid, res=res, NS=NS, QS=QS, measured=measured, claims=run_claims(claims, ex.scale, ex.dry_run), why=why, table=table)
 
 def _grid_mean(g: dict, n, q, key) -> float:
     return sum(float(r[key].mean()) for r in g[(n, q)]) / len(g[(n, q)])

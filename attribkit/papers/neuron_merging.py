@@ -481,7 +481,7 @@ def claims(R: Run) -> tuple[list, dict]:
             f"merge t=none {np.mean(accs('merge t=none')):.2f} vs prune {np.mean(accs('prune')):.2f}; with the threshold: merge {np.mean(accs('merge')):.2f}")
     if S.extra_claims is not None:
         for c, d in S.extra_claims(R): add(c, d)
-    return C.dry_run_claims(out, S.extra.get("dry_run", False)), diag
+    return C.run_claims(out, S.scale, S.extra.get("dry_run", False)), diag
 
 def diagnoses(claims: list, diag: dict) -> str:
     "Markdown: one line per claim that does not hold, with its generated diagnosis."

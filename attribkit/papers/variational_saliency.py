@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Subset, TensorDataset
-from ..claims import claim, dry_run_claims, mean_se, not_evaluable, paired
+from ..claims import claim, mean_se, not_evaluable, paired, run_claims
 from ..core import atomic_save, attribute, resolve_device, seed_everything
 from ..data import (FASHION_MNIST_CLASSES, FASHION_MNIST_STATS, IMAGENET_STATS, DataSplits, fashion_mosaics,
                             imagenet_folder, shapes)
@@ -374,7 +374,7 @@ def compare_methods(S: VSMSetup) -> Experiment:
     summary = f"{hit_text(S, runs)}; VSM final loss per seed {[round(r['vsm'].history[-1]['loss'], 4) for r in runs]}; {S.elapsed():.0f} s"
     extra = dict(data=data, model=S.model_name, seeds=S.seeds, best_baseline=best, vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  settings=S.settings_record(**b))
-    claims = dry_run_claims(claims, S.dry_run)
+    claims = run_claims(claims, S.scale, S.dry_run)
     return Experiment(runs, measured, table, title, claims, eval_diagnosis(S, claims, measured, kk, units), summary, extra, more=dict(best=best))
 
 def eval_diagnosis(S: VSMSetup, claims: list, measured: dict, kk: dict, units: str) -> str:
@@ -586,7 +586,7 @@ def prior_experiment(S: VSMSetup, rho: float = 0.9, lam: float = 4.0) -> Experim
     extra = dict(data=S.cfg["data"], model=S.model_name, seeds=S.seeds[:1], vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  settings=S.settings_record(rho=rho, lam=lam, **S.cfg["prior"]))
     edge_title = "Edge artefacts before and after the fixes (first seed's VSM refitted with the same budget)"
-    claims = dry_run_claims(claims, S.dry_run)
+    claims = run_claims(claims, S.scale, S.dry_run)
     return Experiment(runs, measured, rows, title, claims, edge_text(measured, info) + "\n\n" + fix_text, hit_text(S, runs), extra,
                       corner="prior", more=dict(samples=samples, fixed=fixed_runs), also={edge_title: edge_rows})
 
@@ -668,7 +668,7 @@ def pipeline_experiment(S: VSMSetup) -> Experiment:
     table = {n: {"KL(p_origin ‖ p_perturb) ↓": measured[f"KL(p_origin||p_perturb), {n}"], "top-1 kept ↑": measured[f"top-1 kept, {n}"]} for n in names}
     extra = dict(data=S.cfg["data"], model=S.model_name, seeds=S.seeds[:1], vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  settings=S.settings_record(**S.cfg["schematic"]))
-    claims = dry_run_claims(claims, S.dry_run)
+    claims = run_claims(claims, S.scale, S.dry_run)
     return Experiment(runs, measured, table, f"Figure-1 pipeline, kept fraction k = {k}; {hit_text(S, runs)}", claims,
                       "\n".join(lines) if lines else "Both claims hold (or the run cannot speak; see above).", hit_text(S, runs), extra, corner="mask")
 
