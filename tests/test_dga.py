@@ -151,32 +151,32 @@ def test_paired_difference():
 def test_compare_summarise_and_claims():
     from attribkit.papers.gradient_aggregation import summarise_runs, control_methods, CONTROLS, seed_claim
     m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
-    res = compare_methods(m, x, t, {"G*I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt)}, seed=0)
-    assert set(res) == {"G*I", "DGA", "random"} and res["DGA"]["lerf_prob"].shape == (4,)
+    res = compare_methods(m, x, t, {"G×I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt)}, seed=0)
+    assert set(res) == {"G×I", "DGA", "random"} and res["DGA"]["lerf_prob"].shape == (4,)
     cells = summarise(res, "M")
     assert cells["M | DGA | LeRF prob"] == pytest.approx(float(res["DGA"]["lerf_prob"].mean()))
-    d = cells["M | DGA − G*I | MoRF logit (paired, ± SE)"]
-    assert d["n"] == 4 and d["mean"] == pytest.approx(float((res["DGA"]["morf_logit"] - res["G*I"]["morf_logit"]).mean()))
+    d = cells["M | DGA − G×I | MoRF logit (paired, ± SE)"]
+    assert d["n"] == 4 and d["mean"] == pytest.approx(float((res["DGA"]["morf_logit"] - res["G×I"]["morf_logit"]).mean()))
     # one claim per order and score, signed so that positive = the paper's direction, paired over the images
-    claims = versus_claims(res, "M", "DGA", ("G*I",))
-    assert [c["claim"] for c in claims] == ["M: DGA LeRF (probability) is above G*I's", "M: DGA MoRF (probability) is below G*I's",
-                                            "M: DGA LeRF (logit) is above G*I's", "M: DGA MoRF (logit) is below G*I's"]
+    claims = versus_claims(res, "M", "DGA", ("G×I",))
+    assert [c["claim"] for c in claims] == ["M: DGA LeRF (probability) is above G×I's", "M: DGA MoRF (probability) is below G×I's",
+                                            "M: DGA LeRF (logit) is above G×I's", "M: DGA MoRF (logit) is below G×I's"]
     assert all(set(c) == {"claim", "verdict", "effect", "se", "n", "detail"} and c["n"] == 4 for c in claims)
-    assert claims[0]["effect"] == pytest.approx(float((res["DGA"]["lerf_prob"] - res["G*I"]["lerf_prob"]).mean()))
-    assert claims[1]["effect"] == pytest.approx(float((res["G*I"]["morf_prob"] - res["DGA"]["morf_prob"]).mean()))
+    assert claims[0]["effect"] == pytest.approx(float((res["DGA"]["lerf_prob"] - res["G×I"]["lerf_prob"]).mean()))
+    assert claims[1]["effect"] == pytest.approx(float((res["G×I"]["morf_prob"] - res["DGA"]["morf_prob"]).mean()))
     # several seeds: the units are the seeds (per-seed means of the paired differences)
-    runs = [compare_methods(m, x, t, {"G*I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt),
+    runs = [compare_methods(m, x, t, {"G×I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt),
                                       **control_methods()}, seed=s) for s in range(3)]
-    cs = versus_claims(runs, "M", references=("G*I",) + CONTROLS)
+    cs = versus_claims(runs, "M", references=("G×I",) + CONTROLS)
     assert len(cs) == 20 and all(c["n"] == 3 and "seeds" in c["detail"] for c in cs)
     per_seed = [float((r["DGA"]["lerf_logit"] - r["random"]["lerf_logit"]).mean()) for r in runs]
     c = next(c for c in cs if c["claim"] == "M: DGA LeRF (logit) is above random's")
     assert c["effect"] == pytest.approx(sum(per_seed) / 3)
-    assert summarise_runs(runs, "M")["M | DGA − G*I | LeRF prob (paired)"]["n"] == 3
+    assert summarise_runs(runs, "M")["M | DGA − G×I | LeRF prob (paired)"]["n"] == 3
     assert seed_claim("x", torch.tensor([1.0]))["verdict"] == "not evaluable"
     assert versus_claims(runs, "M", not_evaluable="model at chance")[0]["verdict"] == "not evaluable"
     # the same seed gives the same control and the same tie-breaking
-    again = compare_methods(m, x, t, {"G*I": gxi}, seed=0)
+    again = compare_methods(m, x, t, {"G×I": gxi}, seed=0)
     assert torch.equal(again["random"]["lerf_prob"], res["random"]["lerf_prob"])
 
 
@@ -186,8 +186,8 @@ def test_controls_are_what_they_say():
     c = control_methods()
     g = gxi(m, x, t)
     torch.testing.assert_close(dga_gxi(m, x, t), g)
-    torch.testing.assert_close(c["ReLU(G*I)"](m, x, t), g.clamp_min(0))
-    torch.testing.assert_close(c["|G*I|"](m, x, t), g.abs())
+    torch.testing.assert_close(c["ReLU(G×I)"](m, x, t), g.clamp_min(0))
+    torch.testing.assert_close(c["|G×I|"](m, x, t), g.abs())
     torch.testing.assert_close(c["DGA N=1"](m, x, t), UniformFullGrad(m).attribute(x, t).clamp_min(0))
 
 

@@ -70,10 +70,10 @@ def test_gallery_splits_rather_than_tall(n_images, n_methods, n_figs):
 
 
 def test_mia_figure_shares_x_and_keeps_legends_off_the_curves():
-    I, methods = 10, [AM.PGXI, "GBP", "GxI", "DL", "IG", "GxSI", "G (control)", "random (control)"]
+    I, methods = 10, [AM.PGXI, "GBP", "G×I", "DL", "IG", "G×SI", "G (control)", "random (control)"]
     d = SimpleNamespace(I=I, methods=methods, model="NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32",
                         Q={m: np.random.default_rng(k).random((3, I + 1)) for k, m in enumerate(methods)},
-                        QP={"GxSI": np.random.default_rng(9).random((3, I + 1))})
+                        QP={"G×SI": np.random.default_rng(9).random((3, I + 1))})
     for runs in ({"cifar10": d}, {"cifar10": d, "cifar100": d}):
         fig = AM.mia_figure(SimpleNamespace(runs=runs, scale="cpu", seeds=[0, 1, 2]))
         assert len({a.get_xlim() for a in fig.axes}) == 1 and fig.axes[0].get_xlim()[1] >= 19   # the paper's 20 iterations

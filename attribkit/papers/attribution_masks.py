@@ -34,20 +34,20 @@ __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', '
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #a96fe840
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
-PGXI = "PGxI (|∇|⊙z, code)"   # the PG×I variant behind the paper's numbers
+PGXI = "PG×I (|∇|⊙z, code)"   # the PG×I variant behind the paper's numbers
 
 TABLE6 = {PGXI: [80.6, 64.5, 49.5, 36.7, 28.7, 24.3, 21.7, 20.3, 19.4, 19.0, 18.8, 18.7, 18.5, 18.5, 18.5, 18.5, 18.6, 18.5, 18.3],
           "GBP": [85.8, 69.8, 39.1, 19.5, 13.7, 12.1, 11.7, 11.2, 11.0, 10.9, 10.9, 10.9, 11.0, 10.9, 10.9, 10.9, 10.9, 10.9, 10.9],
-          "GxI": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5, 63.6, 60.6, 59.0, 57.4, 56.2, 54.8, 53.8, 53.0, 52.5, 51.9],
+          "G×I": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5, 63.6, 60.6, 59.0, 57.4, 56.2, 54.8, 53.8, 53.0, 52.5, 51.9],
           "DL": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.4, 63.7, 60.6, 59.2, 57.3, 55.9, 54.6, 53.9, 53.0, 52.4, 52.0],
           "IG": [90.2, 96.3, 93.9, 91.7, 87.1, 82.7, 76.9, 72.2, 67.6, 63.6, 60.4, 58.8, 57.6, 55.9, 54.7, 53.7, 53.2, 52.6, 51.9],
-          "GxSI": [94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8, 99.8, 99.9, 99.9, 99.8, 99.9, 99.9, 99.8, 99.8, 99.9, 99.8]}
+          "G×SI": [94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8, 99.8, 99.9, 99.9, 99.8, 99.9, 99.9, 99.8, 99.8, 99.9, 99.8]}
 TABLE7 = {PGXI: [50.5, 30.1, 18.2, 11.6, 0.08, 0.06, 0.05, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.03, 0.04, 0.04, 0.04],
           "GBP": [61.4, 38.2, 13.5, 0.04, 0.02, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01],
-          "GxI": [57.5, 64.1, 55.6, 47.3, 39.9, 33.8, 29.0, 24.9, 21.3, 18.9, 16.8, 14.6, 13.5, 12.5, 11.5, 10.9, 10.1, 0.1, 0.1],
+          "G×I": [57.5, 64.1, 55.6, 47.3, 39.9, 33.8, 29.0, 24.9, 21.3, 18.9, 16.8, 14.6, 13.5, 12.5, 11.5, 10.9, 10.1, 0.1, 0.1],
           "DL": [57.5, 64.1, 55.6, 47.3, 39.9, 33.9, 29.0, 25.0, 21.3, 18.9, 16.7, 14.5, 13.3, 12.3, 11.4, 11.0, 10.2, 0.1, 0.1],
           "IG": [57.5, 64.1, 55.8, 47.4, 40.0, 34.0, 29.0, 25.1, 21.0, 18.5, 16.6, 14.7, 13.2, 12.0, 11.4, 10.5, 10.4, 0.1, 0.1],
-          "GxSI": [66.2, 75.9, 81.3, 83.1, 83.8, 85.2, 86.6, 87.6, 88.1, 89.0, 90.0, 90.2, 89.8, 89.8, 90.0, 89.7, 89.7, 89.6, 89.7]}
+          "G×SI": [66.2, 75.9, 81.3, 83.1, 83.8, 85.2, 86.6, 87.6, 88.1, 89.0, 90.0, 90.2, 89.8, 89.8, 90.0, 89.7, 89.7, 89.6, 89.7]}
 PAPER_MIA = {"cifar10": (91.5, TABLE6, "Appendix Table 6"), "cifar100": (69.8, TABLE7, "Appendix Table 7")}   # Q_0, Q_1..Q_19
 
 TABLE8 = {"NIB VGG13-6": [83.3, 98.4, 99.9, 100.0, 100.0, 99.9, 99.7, 99.4, 98.9, 98.3],   # Q_0..Q_9, CIFAR-10
@@ -56,14 +56,14 @@ TABLE8 = {"NIB VGG13-6": [83.3, 98.4, 99.9, 100.0, 100.0, 99.9, 99.7, 99.4, 98.9
           "NIB VGG13": [91.4, 96.5, 99.1, 99.8, 99.9, 99.9, 100.0, 99.9, 99.9, 99.9],
           "NIB VGG16": [91.5, 94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8]}
 
-TABLE5 = {"NIB VGG16 + BNB + LB GxI": [92.6, 77.2, 83.1, 67.3, 37.6, 20.7, 16.0, 15.0, 14.8, 14.7],   # Q_0..Q_9, CIFAR-10
-          "NIB VGG16 + BNB + LB GxSI": [92.6, 78.1, 80.0, 66.5, 40.0, 22.0, 13.5, 11.2, 10.6, 10.5],
-          "NIB VGG16 + BNB GxI": [92.9, 75.4, 83.0, 73.6, 45.9, 24.3, 18.3, 17.0, 16.7, 16.6],
-          "NIB VGG16 + BNB GxSI": [92.9, 76.0, 80.2, 71.4, 47.1, 25.5, 15.6, 12.7, 11.8, 11.5],
-          "NIB VGG16 + LB GxI": [92.0, 89.4, 91.1, 72.2, 26.9, 11.7, 10.6, 10.5, 10.5, 10.4],
-          "NIB VGG16 + LB GxSI": [92.0, 92.2, 91.4, 75.8, 36.8, 14.4, 10.3, 10.1, 10.0, 10.0],
-          "NIB VGG16 GxI": [91.5, 90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5],
-          "NIB VGG16 GxSI": [91.5, 94.0, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8]}
+TABLE5 = {"NIB VGG16 + BNB + LB G×I": [92.6, 77.2, 83.1, 67.3, 37.6, 20.7, 16.0, 15.0, 14.8, 14.7],   # Q_0..Q_9, CIFAR-10
+          "NIB VGG16 + BNB + LB G×SI": [92.6, 78.1, 80.0, 66.5, 40.0, 22.0, 13.5, 11.2, 10.6, 10.5],
+          "NIB VGG16 + BNB G×I": [92.9, 75.4, 83.0, 73.6, 45.9, 24.3, 18.3, 17.0, 16.7, 16.6],
+          "NIB VGG16 + BNB G×SI": [92.9, 76.0, 80.2, 71.4, 47.1, 25.5, 15.6, 12.7, 11.8, 11.5],
+          "NIB VGG16 + LB G×I": [92.0, 89.4, 91.1, 72.2, 26.9, 11.7, 10.6, 10.5, 10.5, 10.4],
+          "NIB VGG16 + LB G×SI": [92.0, 92.2, 91.4, 75.8, 36.8, 14.4, 10.3, 10.1, 10.0, 10.0],
+          "NIB VGG16 G×I": [91.5, 90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5],
+          "NIB VGG16 G×SI": [91.5, 94.0, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8]}
 
 TABLE4 = {"NIB VGG13-6": {"w/o": 83.3, "w/ i=3": 99.1, "w/ i=10": 99.5},   # student accuracy (%), teacher NIB VGG16, CIFAR-10
           "NIB VGG16": {"w/o": 91.5, "w/ i=3": 99.6, "w/ i=10": 99.9},
@@ -248,8 +248,8 @@ GALLERY_ITERS = (1, 2, 3, 5, 10)
 
 def gallery_methods(ig_steps: int = 8) -> dict:
     "The Figure-3 methods with their controls (PG×I is |∇|⊙z, the paper's code)."
-    return {"PGxI (|∇|⊙z)": as_local("pgxi", variant="abs"), "GBP": "gbp", "GxI": "gxi", "DL": "deeplift",
-            "IG": as_local("ig", n_steps=ig_steps), "GxSI": "gxsi", "random (control)": "random",
+    return {"PG×I (|∇|⊙z)": as_local("pgxi", variant="abs"), "GBP": "gbp", "G×I": "gxi", "DL": "deeplift",
+            "IG": as_local("ig", n_steps=ig_steps), "G×SI": "gxsi", "random (control)": "random",
             "input intensity (baseline)": lambda model, z, t: z}
 
 def object_pixels(x: torch.Tensor) -> torch.Tensor:
@@ -307,10 +307,10 @@ def gallery_claims(r) -> list:
     r.effects = {}
     cl = lambda text, a, b: seed_claim(text, [r.cover[a, s] - r.cover[b, s] for s in r.seeds], chance, log=r.effects,
                                        over="the scored test images", what="object coverage of m*_10 in percentage points")
-    return [cl("GxSI's m*_10 keeps more of the object than PGxI's (|∇|⊙z)", "GxSI", "PGxI (|∇|⊙z)"),
-            cl("GxSI's m*_10 keeps more of the object than GBP's", "GxSI", "GBP"),
-            cl("random control: GxSI's m*_10 keeps more of the object than a fresh-random mask's", "GxSI", "random (control)"),
-            cl("trivial baseline: GxSI's m*_10 keeps more of the object than the input-intensity mask's", "GxSI",
+    return [cl("G×SI's m*_10 keeps more of the object than PG×I's (|∇|⊙z)", "G×SI", "PG×I (|∇|⊙z)"),
+            cl("G×SI's m*_10 keeps more of the object than GBP's", "G×SI", "GBP"),
+            cl("random control: G×SI's m*_10 keeps more of the object than a fresh-random mask's", "G×SI", "random (control)"),
+            cl("trivial baseline: G×SI's m*_10 keeps more of the object than the input-intensity mask's", "G×SI",
                "input intensity (baseline)")]
 
 def class_names(splits) -> list[str]:
@@ -352,10 +352,10 @@ def gallery_figures(r, max_rows: int = 8) -> list:
 # %% ../../nbs/papers/03_attribution_masks.ipynb #e52b707f
 def mia_methods(ig_steps: int = 8) -> dict:
     "The Table-2 rows with the controls: both PG×I variants, G and a fresh-random attribution."
-    return {PGXI: ("pgxi", dict(variant="abs")), "PGxI ([∇]⁺⊙z, text)": "pgxi", "GBP": "gbp", "GxI": "gxi",
-            "DL": "deeplift", "IG": ("ig", dict(n_steps=ig_steps)), "GxSI": "gxsi", "G (control)": "saliency",
+    return {PGXI: ("pgxi", dict(variant="abs")), "PG×I ([∇]⁺⊙z, text)": "pgxi", "GBP": "gbp", "G×I": "gxi",
+            "DL": "deeplift", "IG": ("ig", dict(n_steps=ig_steps)), "G×SI": "gxsi", "G (control)": "saliency",
             "random (control)": "random"}
-PRED_METHODS = {"GxSI": "gxsi", "GxI": "gxi"}   # prediction-targeted diagnostic
+PRED_METHODS = {"G×SI": "gxsi", "G×I": "gxi"}   # prediction-targeted diagnostic
 
 def mass_on_object(model, test, methods: dict, names, iterations: int, seed: int, dev, n: int = 128) -> tuple[dict, float]:
     "Share of each method's m*_I mass on object pixels over the first `n` images of `test`, and the object pixels' share."
@@ -385,7 +385,7 @@ def _mia_dataset(scale, data_root, dataset, dev, SEEDS, b, dry_run, weights_dir)
     curve = lambda src, m: np.array([[float(src[s][m][i].double().mean()) for i in range(I + 1)] for s in SEEDS])
     d = SimpleNamespace(dataset=dataset, splits=splits, H=H, P=P, acc=acc, I=I, methods=methods, n_mia=len(test),
                         Q={m: curve(H, m) for m in methods}, QP={m: curve(P, m) for m in PRED_METHODS})
-    d.share, d.obj_frac = mass_on_object(model, test, methods, ("GxSI", "G (control)", "GxI", "GBP", PGXI, "random (control)"),
+    d.share, d.obj_frac = mass_on_object(model, test, methods, ("G×SI", "G (control)", "G×I", "GBP", PGXI, "random (control)"),
                                          I, SEEDS[-1], dev)
     return d
 
@@ -413,8 +413,8 @@ def run_table2_mia(scale: str = "smoke", data_root=None, device="auto", seed: in
         d.claims = C.run_claims([dict(c, claim=pre + c["claim"]) for c in mia_claims(d)], scale, dry_run)
         r.claims += d.claims
         r.diag.append(diagnoses(d.claims, lambda c, d=d: diagnose_mia(d, c), d.effects))
-        diff = max(float(np.abs(d.Q["GxI"] - d.Q[m]).max()) for m in ("DL", "IG"))
-        print(f"{pre}identity check (not a claim): max |Q(GxI) − Q(DL or IG)| = {100 * diff:.2f} pt")
+        diff = max(float(np.abs(d.Q["G×I"] - d.Q[m]).max()) for m in ("DL", "IG"))
+        print(f"{pre}identity check (not a claim): max |Q(G×I) − Q(DL or IG)| = {100 * diff:.2f} pt")
     r.diagnoses = "\n".join(r.diag)
     r.table = "\n\n".join(r.tables)
     d0 = r.runs[dsets[0]]
@@ -441,19 +441,19 @@ def mia_claims(d) -> list:
     d.effects = {}
     cl = lambda text, per_seed: seed_claim(text, per_seed, chance, log=d.effects)
     return [
-        cl("(b1) GxSI's Q_1 is above Q_0", [hit(s, "GxSI", 1) - hit(s, "GxSI", 0) for s in SEEDS]),
-        cl(f"(b1) GxSI's Q_{I} is above Q_0", [hit(s, "GxSI", I) - hit(s, "GxSI", 0) for s in SEEDS]),
-        cl(f"(b2) GxSI's Q_{i10} is above GxI's", [hit(s, "GxSI", i10) - hit(s, "GxI", i10) for s in SEEDS]),
-        cl("(c) PGxI (|∇|⊙z, the paper's code) falls below Q_0 by i = 3", [hit(s, "GxSI", 0) - hit(s, PGXI, 3) for s in SEEDS]),
-        cl("(c) GBP falls below Q_0 by i = 3", [hit(s, "GxSI", 0) - hit(s, "GBP", 3) for s in SEEDS]),
-        cl(f"trivial baseline: GxSI's MIA is above the plain gradient G's (mean over i = 1..{I})",
-           [over(s, "GxSI") - over(s, "G (control)") for s in SEEDS]),
+        cl("(b1) G×SI's Q_1 is above Q_0", [hit(s, "G×SI", 1) - hit(s, "G×SI", 0) for s in SEEDS]),
+        cl(f"(b1) G×SI's Q_{I} is above Q_0", [hit(s, "G×SI", I) - hit(s, "G×SI", 0) for s in SEEDS]),
+        cl(f"(b2) G×SI's Q_{i10} is above G×I's", [hit(s, "G×SI", i10) - hit(s, "G×I", i10) for s in SEEDS]),
+        cl("(c) PG×I (|∇|⊙z, the paper's code) falls below Q_0 by i = 3", [hit(s, "G×SI", 0) - hit(s, PGXI, 3) for s in SEEDS]),
+        cl("(c) GBP falls below Q_0 by i = 3", [hit(s, "G×SI", 0) - hit(s, "GBP", 3) for s in SEEDS]),
+        cl(f"trivial baseline: G×SI's MIA is above the plain gradient G's (mean over i = 1..{I})",
+           [over(s, "G×SI") - over(s, "G (control)") for s in SEEDS]),
         *[cl(f"random control: {m}'s MIA is above a fresh-random mask's (mean over i = 1..{I})",
-             [over(s, m) - over(s, "random (control)") for s in SEEDS]) for m in ("GxSI", "GxI", "GBP")],
-        cl("diagnostic (label-free b1): prediction-targeted GxSI's Q_1 is above Q_0",
-           [hit(s, "GxSI", 1, P) - hit(s, "GxSI", 0, P) for s in SEEDS]),
-        cl(f"diagnostic (label leakage): label-targeted GxSI's Q_{I} is above prediction-targeted GxSI's",
-           [hit(s, "GxSI", I) - hit(s, "GxSI", I, P) for s in SEEDS])]
+             [over(s, m) - over(s, "random (control)") for s in SEEDS]) for m in ("G×SI", "G×I", "GBP")],
+        cl("diagnostic (label-free b1): prediction-targeted G×SI's Q_1 is above Q_0",
+           [hit(s, "G×SI", 1, P) - hit(s, "G×SI", 0, P) for s in SEEDS]),
+        cl(f"diagnostic (label leakage): label-targeted G×SI's Q_{I} is above prediction-targeted G×SI's",
+           [hit(s, "G×SI", I) - hit(s, "G×SI", I, P) for s in SEEDS])]
 
 def diagnose_mia(d, c) -> str:
     "Why a Table-2 claim does not hold, from the curves, the prediction-targeted arm and the object-mass experiment."
@@ -461,35 +461,35 @@ def diagnose_mia(d, c) -> str:
     pct = lambda m, i, q=None: f"{100 * (q or d.Q)[m][:, i].mean():.1f}%"
     sh = lambda m: f"{100 * d.share[m]:.1f}%"
     if t.startswith("(b1)"):
-        return (f"label-targeted G×SI goes from {pct('GxSI', 0)} to {pct('GxSI', 1)} at i = 1 and {pct('GxSI', I)} at i = {I}; "
-                f"prediction-targeted G×SI gives {pct('GxSI', 1, d.QP)} / {pct('GxSI', I, d.QP)} and the plain gradient G "
-                f"{pct('G (control)', 1)} / {pct('G (control)', I)}. G×SI's mask puts {sh('GxSI')} of its mass on object pixels "
-                f"(objects: {100 * d.obj_frac:.1f}% of the pixels): the mask " + ("does" if d.share["GxSI"] > d.obj_frac else "does not")
+        return (f"label-targeted G×SI goes from {pct('G×SI', 0)} to {pct('G×SI', 1)} at i = 1 and {pct('G×SI', I)} at i = {I}; "
+                f"prediction-targeted G×SI gives {pct('G×SI', 1, d.QP)} / {pct('G×SI', I, d.QP)} and the plain gradient G "
+                f"{pct('G (control)', 1)} / {pct('G (control)', I)}. G×SI's mask puts {sh('G×SI')} of its mass on object pixels "
+                f"(objects: {100 * d.obj_frac:.1f}% of the pixels): the mask " + ("does" if d.share["G×SI"] > d.obj_frac else "does not")
                 + " favour object pixels, and the prediction-targeted run shows how much of any rise needs the label.")
     if t.startswith("(b2)"):
-        return (f"G×I reaches {pct('GxI', i10)} and G×SI {pct('GxSI', i10)} at i = {i10}; object mass share of the masks: "
-                f"G×I {sh('GxI')}, G×SI {sh('GxSI')}.")
+        return (f"G×I reaches {pct('G×I', i10)} and G×SI {pct('G×SI', i10)} at i = {i10}; object mass share of the masks: "
+                f"G×I {sh('G×I')}, G×SI {sh('G×SI')}.")
     if t.startswith("(c)"):
         m = "GBP" if "GBP" in t else PGXI
         return (f"{m} is at {pct(m, 3)} at i = 3 against Q_0 = {pct(m, 0)} (fresh-random mask: {pct('random (control)', 3)}); "
                 f"its mask puts {sh(m)} of its mass on object pixels, so it keeps the object rather than washing it out.")
     if t.startswith("trivial baseline"):
-        return (f"G reaches {pct('G (control)', I)} at i = {I} against G×SI's {pct('GxSI', I)}; object mass share: G {sh('G (control)')}, "
-                f"G×SI {sh('GxSI')}. Multiplying by sign(z) flips the gradient wherever z < 0, i.e. on the whole background of these "
+        return (f"G reaches {pct('G (control)', I)} at i = {I} against G×SI's {pct('G×SI', I)}; object mass share: G {sh('G (control)')}, "
+                f"G×SI {sh('G×SI')}. Multiplying by sign(z) flips the gradient wherever z < 0, i.e. on the whole background of these "
                 "(x − mean)/std inputs, and the object share above measures how much that moves the mask.")
     if t.startswith("random control"):
         m = t.split(": ")[1].split("'s")[0]
         return (f"{m} gives {pct(m, I)} at i = {I}, the fresh-random mask {pct('random (control)', I)}; object mass share "
                 f"{sh(m)} vs random {sh('random (control)')}.")
     if "label-free" in t:
-        up, lab = (100 * (q["GxSI"][:, 1] - q["GxSI"][:, 0]).mean() for q in (d.QP, d.Q))
-        return (f"without the label the G×SI mask takes Q from {pct('GxSI', 0, d.QP)} to {pct('GxSI', 1, d.QP)} ({up:+.1f} pt), "
-                f"with the label from {pct('GxSI', 0)} to {pct('GxSI', 1)} ({lab:+.1f} pt): "
+        up, lab = (100 * (q["G×SI"][:, 1] - q["G×SI"][:, 0]).mean() for q in (d.QP, d.Q))
+        return (f"without the label the G×SI mask takes Q from {pct('G×SI', 0, d.QP)} to {pct('G×SI', 1, d.QP)} ({up:+.1f} pt), "
+                f"with the label from {pct('G×SI', 0)} to {pct('G×SI', 1)} ({lab:+.1f} pt): "
                 + ("the rise above Q_0 needs the label — the label-targeted mask carries label information rather than only "
                    "removing distractors." if lab > up + 1 else "the label adds little to the change; the mask alone does not "
                    "make the input easier to classify."))
     if "label leakage" in t:
-        return (f"label-targeted {pct('GxSI', I)} vs prediction-targeted {pct('GxSI', I, d.QP)} at i = {I}: no measurable label "
+        return (f"label-targeted {pct('G×SI', I)} vs prediction-targeted {pct('G×SI', I, d.QP)} at i = {I}: no measurable label "
                 "information in the mask on this model.")
     return c["detail"]
 
@@ -503,7 +503,7 @@ def mia_figure(r):
     handles = {}
     for ax, (ds, d) in zip(axes, r.runs.items()):
         curves = {m: list(100 * d.Q[m].mean(0)) for m in d.methods}
-        curves["GxSI (prediction-targeted)"] = list(100 * d.QP["GxSI"].mean(0))
+        curves["G×SI (prediction-targeted)"] = list(100 * d.QP["G×SI"].mean(0))
         plot_curves(list(range(d.I + 1)), curves, ax=ax[0], xlabel="iteration i", ylabel="MIA Q_i (%) ↑",
                     title=f"ours: {d.model}\n({r.scale}, mean of {len(r.seeds)} seed(s))")
         q0, rows, tab = PAPER_MIA[ds]
@@ -529,27 +529,27 @@ def run_table3_depth(scale: str = "smoke", data_root=None, device="auto", seed: 
                                       weights_dir=weights_dir)
             acc[name, s] = M.evaluate(model, splits.test, topk=(1,), device=dev)["top1"]
             test = _head(splits.test, b["n_mia"])
-            H[name, s] = mia_curves(model, test, {"GxSI": "gxsi", "random": "random"}, I, seed=s, per_sample=True,
+            H[name, s] = mia_curves(model, test, {"G×SI": "gxsi", "random": "random"}, I, seed=s, per_sample=True,
                                     progress=False)
         print(f"{name}: test accuracy " + ", ".join(f"{100 * acc[name, s]:.1f}%" for s in SEEDS) + f" ({splits.name}, seeds {SEEDS})")
     Q = {(n, m): np.array([[float(H[n, s][m][i].double().mean()) for i in range(I + 1)] for s in SEEDS])
-         for n in DEPTH_CFGS for m in ("GxSI", "random")}
+         for n in DEPTH_CFGS for m in ("G×SI", "random")}
     r = SimpleNamespace(name="mask_table3_depth", scale=scale, seeds=SEEDS, splits=splits, H=H, Q=Q, acc=acc, I=I,
                         model=stand_in(scale, "NIB VGGs", dataset))
     SHOW = (0, 1, 2, 3, 5, 9)
-    cells = {f"{n} GxSI": {i: C.mean_se(100 * Q[n, "GxSI"][:, i]) for i in SHOW} for n in DEPTH_CFGS}
+    cells = {f"{n} G×SI": {i: C.mean_se(100 * Q[n, "G×SI"][:, i]) for i in SHOW} for n in DEPTH_CFGS}
     cells.update({f"{n} random": {i: C.mean_se(100 * Q[n, "random"][:, i]) for i in SHOW} for n in DEPTH_CFGS})
-    r.table = _table(r, cells, {f"{n} GxSI": dict(enumerate(v)) for n, v in TABLE8.items()}, SHOW, col="i = {}",
+    r.table = _table(r, cells, {f"{n} G×SI": dict(enumerate(v)) for n, v in TABLE8.items()}, SHOW, col="i = {}",
                           corner="model, attribution", title=f"G×SI MIA Q_i by depth (%) ↑, {r.model}, {scale} scale (mean ± se "
                           f"over {len(SEEDS)} seed(s)); in brackets: paper, CIFAR-10 (Appendix Table 8)")
     r.measured = {f"{k} Q{i}": c for k, row in cells.items() for i, c in row.items()}
     r.measured.update({f"{n} test accuracy (%)": C.mean_se([100 * acc[n, s] for s in SEEDS]) for n in DEPTH_CFGS})
-    r.paper = {f"{n} GxSI Q{i}": TABLE8[n][i] for n in DEPTH_CFGS for i in SHOW}
+    r.paper = {f"{n} G×SI Q{i}": TABLE8[n][i] for n in DEPTH_CFGS for i in SHOW}
     r.claims = C.run_claims(depth_claims(r), scale, dry_run)
     r.diagnoses = diagnoses(r.claims, lambda c: diagnose_depth(r, c), r.effects)
     r.extra = {"data": splits.name, "model": r.model, "seeds": SEEDS, "mia_images": len(test), "tables": [r.table],
                "test_accuracy": {f"{n} seed {s}": acc[n, s] for n in DEPTH_CFGS for s in SEEDS},
-               "curves": {f"{n} {m}": list(Q[n, m].mean(0)) for n in DEPTH_CFGS for m in ("GxSI", "random")}}
+               "curves": {f"{n} {m}": list(Q[n, m].mean(0)) for n in DEPTH_CFGS for m in ("G×SI", "random")}}
     r.wall_time = time.time() - t0
     return r
 
@@ -561,12 +561,12 @@ def depth_claims(r) -> list:
     claims, r.effects = [], {}
     cl = lambda text, per_seed, why: seed_claim(text, per_seed, why, log=r.effects)
     for n in DEPTH_CFGS:
-        claims.append(cl(f"{n}: GxSI's Q_1 is above Q_0", [hit(n, s, "GxSI", 1) - hit(n, s, "GxSI", 0) for s in r.seeds], bad(n)))
-        claims.append(cl(f"{n}: GxSI's Q_9 is above Q_0", [hit(n, s, "GxSI", 9) - hit(n, s, "GxSI", 0) for s in r.seeds], bad(n)))
-        claims.append(cl(f"random control, {n}: GxSI's Q_9 is above a fresh-random mask's",
-                         [hit(n, s, "GxSI", 9) - hit(n, s, "random", 9) for s in r.seeds], bad(n)))
-    gain = lambda n, s: hit(n, s, "GxSI", 1) - hit(n, s, "GxSI", 0)
-    claims.append(cl("deeper converges more slowly: GxSI's gain Q_1 − Q_0 is larger on NIB VGG13-6 than on NIB VGG16",
+        claims.append(cl(f"{n}: G×SI's Q_1 is above Q_0", [hit(n, s, "G×SI", 1) - hit(n, s, "G×SI", 0) for s in r.seeds], bad(n)))
+        claims.append(cl(f"{n}: G×SI's Q_9 is above Q_0", [hit(n, s, "G×SI", 9) - hit(n, s, "G×SI", 0) for s in r.seeds], bad(n)))
+        claims.append(cl(f"random control, {n}: G×SI's Q_9 is above a fresh-random mask's",
+                         [hit(n, s, "G×SI", 9) - hit(n, s, "random", 9) for s in r.seeds], bad(n)))
+    gain = lambda n, s: hit(n, s, "G×SI", 1) - hit(n, s, "G×SI", 0)
+    claims.append(cl("deeper converges more slowly: G×SI's gain Q_1 − Q_0 is larger on NIB VGG13-6 than on NIB VGG16",
                      [gain("NIB VGG13-6", s) - gain("NIB VGG16", s) for s in r.seeds], bad("NIB VGG13-6", "NIB VGG16")))
     return claims
 
@@ -575,17 +575,17 @@ def diagnose_depth(r, c) -> str:
     t = c["claim"]
     pct = lambda n, m, i: f"{100 * r.Q[n, m][:, i].mean():.1f}%"
     if t.startswith("deeper"):
-        g = {n: 100 * (r.Q[n, "GxSI"][:, 1] - r.Q[n, "GxSI"][:, 0]).mean() for n in DEPTH_CFGS}
-        return (f"gain at i = 1: VGG13-6 {pct('NIB VGG13-6', 'GxSI', 1)} from {pct('NIB VGG13-6', 'GxSI', 0)}, "
-                f"VGG16 {pct('NIB VGG16', 'GxSI', 1)} from {pct('NIB VGG16', 'GxSI', 0)}; gains by depth (pt): "
+        g = {n: 100 * (r.Q[n, "G×SI"][:, 1] - r.Q[n, "G×SI"][:, 0]).mean() for n in DEPTH_CFGS}
+        return (f"gain at i = 1: VGG13-6 {pct('NIB VGG13-6', 'G×SI', 1)} from {pct('NIB VGG13-6', 'G×SI', 0)}, "
+                f"VGG16 {pct('NIB VGG16', 'G×SI', 1)} from {pct('NIB VGG16', 'G×SI', 0)}; gains by depth (pt): "
                 + ", ".join(f"{n.replace('NIB ', '')} {v:+.1f}" for n, v in g.items())
                 + (". The gains do not fall monotonically with depth: depth is not what orders the convergence here."
                    if any(np.diff(list(g.values())) > 0) else ". The gains fall with depth, but the difference is within noise."))
     n = next((k for k in sorted(DEPTH_CFGS, key=len, reverse=True) if k in t), "NIB VGG16")
-    head = 100 - 100 * r.Q[n, "GxSI"][:, 0].mean()
+    head = 100 - 100 * r.Q[n, "G×SI"][:, 0].mean()
     i = 9 if "Q_9" in t else 1
-    beats_random = r.Q[n, "GxSI"][:, i].mean() > r.Q[n, "random"][:, i].mean()
-    return (f"{n}: G×SI Q_0 {pct(n, 'GxSI', 0)}, Q_1 {pct(n, 'GxSI', 1)}, Q_9 {pct(n, 'GxSI', 9)}; fresh-random mask "
+    beats_random = r.Q[n, "G×SI"][:, i].mean() > r.Q[n, "random"][:, i].mean()
+    return (f"{n}: G×SI Q_0 {pct(n, 'G×SI', 0)}, Q_1 {pct(n, 'G×SI', 1)}, Q_9 {pct(n, 'G×SI', 9)}; fresh-random mask "
             f"Q_1 {pct(n, 'random', 1)}, Q_9 {pct(n, 'random', 9)}. Test accuracy "
             + ", ".join(f"{100 * r.acc[n, s]:.1f}%" for s in r.seeds) + f"; headroom above Q_0: {head:.1f} pt"
             + (" — too little for a rise to clear two standard errors over this many units." if c["verdict"] == "inconclusive"
@@ -599,7 +599,7 @@ def depth_figure(r):
     import matplotlib.pyplot as plt
     from attribkit.viz import plot_curves
     fig, ax = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    plot_curves(list(range(r.I + 1)), {n: list(100 * r.Q[n, "GxSI"].mean(0)) for n in DEPTH_CFGS}, ax=ax[0],
+    plot_curves(list(range(r.I + 1)), {n: list(100 * r.Q[n, "G×SI"].mean(0)) for n in DEPTH_CFGS}, ax=ax[0],
                 xlabel="iteration i", ylabel="G×SI MIA Q_i (%) ↑", title=f"ours: {r.model}\n({r.scale}); dashed gray: fresh-random mask")
     for n in DEPTH_CFGS: ax[0].plot(range(r.I + 1), 100 * r.Q[n, "random"].mean(0), ls="--", lw=0.8, color="gray")
     plot_curves(list(range(10)), TABLE8, ax=ax[1], xlabel="iteration i", ylabel="G×SI MIA Q_i (%) ↑",
@@ -702,13 +702,13 @@ def student_claims(r) -> list:
         bad = f"{sname} collapsed to chance (accuracy {min(low):.2f})" if min(low) < 0.2 else None
         return seed_claim(text, [r.hit[sname, arm_a, s] - r.hit[sname, arm_b, s] for s in r.seeds], bad, log=r.effects)
     r.effects = {}
-    claims = [cl(f"(e) {sn} trained on GxSI-masked data (i={i}) beats its unmasked accuracy", sn, f"w/ i={i}", "w/o")
+    claims = [cl(f"(e) {sn} trained on G×SI-masked data (i={i}) beats its unmasked accuracy", sn, f"w/ i={i}", "w/o")
               for sn in r.students for i in (3, 10)]
-    claims.append(cl(f"(e, label-free baseline) {S0} trained on prediction-targeted GxSI masks (i=3) beats its unmasked accuracy",
+    claims.append(cl(f"(e, label-free baseline) {S0} trained on prediction-targeted G×SI masks (i=3) beats its unmasked accuracy",
                      S0, "label-free w/ i=3", "w/o"))
-    claims.append(cl(f"random control: {S0} on label-targeted GxSI masks (i=3) beats one on fresh-random masks (i=3)",
+    claims.append(cl(f"random control: {S0} on label-targeted G×SI masks (i=3) beats one on fresh-random masks (i=3)",
                      S0, "w/ i=3", "random w/ i=3"))
-    claims.append(cl(f"label leakage: {S0} on label-targeted GxSI masks (i=3) beats one on prediction-targeted masks (i=3)",
+    claims.append(cl(f"label leakage: {S0} on label-targeted G×SI masks (i=3) beats one on prediction-targeted masks (i=3)",
                      S0, "w/ i=3", "label-free w/ i=3"))
     return claims
 
@@ -765,7 +765,7 @@ def run_table5_bias(scale: str = "smoke", data_root=None, device="auto", seed: i
                     dry_run: bool = False, weights_dir=None) -> SimpleNamespace:
     "Table 5: G×I/G×SI MIA with and without implicit bias, a fresh-random control, the implicit bias and the rescaling diagnostic."
     t0, dev, b, SEEDS = _start(scale, seed, device, dry_run)
-    I, METHODS = 9, {"GxI": "gxi", "GxSI": "gxsi", "random": "random"}
+    I, METHODS = 9, {"G×I": "gxi", "G×SI": "gxsi", "random": "random"}
     H, Hr, bias, acc = {}, {}, {}, {}
     for v, flags in BIAS_VARIANTS.items():
         for s in SEEDS:
@@ -778,17 +778,17 @@ def run_table5_bias(scale: str = "smoke", data_root=None, device="auto", seed: i
             logits = model(x).gather(1, y[:, None])[:, 0].detach()
             bias[v, s] = float((implicit_bias(model, x, y).abs() / logits.abs().clamp_min(1e-12)).median())
             H[v, s] = mia_curves(model, test, METHODS, I, seed=s, per_sample=True, progress=False)
-            Hr[v, s] = mia_curves(model, test, {"GxSI": "gxsi"}, I, seed=s, rescale=True, per_sample=True, progress=False)
+            Hr[v, s] = mia_curves(model, test, {"G×SI": "gxsi"}, I, seed=s, rescale=True, per_sample=True, progress=False)
         print(f"{v:22s} test accuracy " + ", ".join(f"{100 * acc[v, s]:.1f}%" for s in SEEDS) +
               f"; median |implicit bias|/|f_k| {np.median([bias[v, s] for s in SEEDS]):.1e} ({splits.name})")
     curve = lambda src, v, m: np.array([[float(src[v, s][m][i].double().mean()) for i in range(I + 1)] for s in SEEDS])
     r = SimpleNamespace(name="mask_table5_bias", scale=scale, seeds=SEEDS, splits=splits, H=H, Hr=Hr, bias=bias, acc=acc, I=I,
                         Q={(v, m): curve(H, v, m) for v in BIAS_VARIANTS for m in METHODS},
-                        Qr={v: curve(Hr, v, "GxSI") for v in BIAS_VARIANTS}, methods=list(METHODS),
+                        Qr={v: curve(Hr, v, "G×SI") for v in BIAS_VARIANTS}, methods=list(METHODS),
                         model=stand_in(scale, "NIB VGG16", dataset))
     SHOW = (0, 1, 3, 5, 9)
     cells = {f"{v} {m}": {i: C.mean_se(100 * r.Q[v, m][:, i]) for i in SHOW} for v in BIAS_VARIANTS for m in METHODS}
-    cells.update({f"{v} GxSI (rescaled)": {i: C.mean_se(100 * r.Qr[v][:, i]) for i in SHOW} for v in BIAS_VARIANTS})
+    cells.update({f"{v} G×SI (rescaled)": {i: C.mean_se(100 * r.Qr[v][:, i]) for i in SHOW} for v in BIAS_VARIANTS})
     r.table = _table(r, cells, {k: dict(enumerate(p)) for k, p in TABLE5.items()}, SHOW, col="i = {}", corner="model, attribution",
                           title=f"MIA Q_i (%) ↑ with and without implicit bias, {r.model} and its biased variants, {scale} scale "
                                 f"(mean ± se over {len(SEEDS)} seed(s)); in brackets: paper, CIFAR-10 (Table 5)")
@@ -816,14 +816,14 @@ def bias_claims(r) -> list:
         return v and f"{v} at chance (test accuracy {min(r.acc[v, s] for s in r.seeds):.2f})"
     S, r.effects = r.seeds, {}
     cl = lambda text, per_seed, why: seed_claim(text, per_seed, why, log=r.effects)
-    claims = [cl(f"(d) with {v.replace('NIB VGG16 + ', '')} GxSI's Q_5 is lower than the NIB model's",
-                 [hit(NIB, s, "GxSI", 5) - hit(v, s, "GxSI", 5) for s in S], bad(NIB, v)) for v in BIASED]
-    claims.append(cl("random control: the NIB model's GxSI Q_5 is above a fresh-random mask's",
-                     [hit(NIB, s, "GxSI", 5) - hit(NIB, s, "random", 5) for s in S], bad(NIB)))
-    claims.append(cl("baseline: the NIB model's GxSI Q_9 is above GxI's",
-                     [hit(NIB, s, "GxSI", 9) - hit(NIB, s, "GxI", 9) for s in S], bad(NIB)))
-    claims += [cl(f"diagnostic: rescaling z0⊙m* to ‖z0‖ raises GxSI's Q_5 on NIB VGG16 + {v.replace('NIB VGG16 + ', '')}",
-                  [hit(v, s, "GxSI", 5, r.Hr) - hit(v, s, "GxSI", 5) for s in S], bad(v)) for v in BIASED]
+    claims = [cl(f"(d) with {v.replace('NIB VGG16 + ', '')} G×SI's Q_5 is lower than the NIB model's",
+                 [hit(NIB, s, "G×SI", 5) - hit(v, s, "G×SI", 5) for s in S], bad(NIB, v)) for v in BIASED]
+    claims.append(cl("random control: the NIB model's G×SI Q_5 is above a fresh-random mask's",
+                     [hit(NIB, s, "G×SI", 5) - hit(NIB, s, "random", 5) for s in S], bad(NIB)))
+    claims.append(cl("baseline: the NIB model's G×SI Q_9 is above G×I's",
+                     [hit(NIB, s, "G×SI", 9) - hit(NIB, s, "G×I", 9) for s in S], bad(NIB)))
+    claims += [cl(f"diagnostic: rescaling z0⊙m* to ‖z0‖ raises G×SI's Q_5 on NIB VGG16 + {v.replace('NIB VGG16 + ', '')}",
+                  [hit(v, s, "G×SI", 5, r.Hr) - hit(v, s, "G×SI", 5) for s in S], bad(v)) for v in BIASED]
     return claims
 
 def diagnose_bias(r, c) -> str:
@@ -834,13 +834,13 @@ def diagnose_bias(r, c) -> str:
     ib = lambda v: f"{np.median([r.bias[v, s] for s in r.seeds]):.1e}"
     v = next((k for k in sorted(BIAS_VARIANTS, key=len, reverse=True) if k.replace("NIB VGG16 + ", "") in t and k != NIB), NIB)
     if t.startswith("(d)") or t.startswith("diagnostic"):
-        return (f"{v}: median |implicit bias|/|f_k| {ib(v)} (NIB {ib(NIB)}); G×SI Q_5 {pct(v, 'GxSI', 5)} (NIB {pct(NIB, 'GxSI', 5)}), "
+        return (f"{v}: median |implicit bias|/|f_k| {ib(v)} (NIB {ib(NIB)}); G×SI Q_5 {pct(v, 'G×SI', 5)} (NIB {pct(NIB, 'G×SI', 5)}), "
                 f"rescaled to ‖z0‖ {pr(v, 5)} (NIB rescaled {pr(NIB, 5)}); fresh-random mask {pct(v, 'random', 5)}. "
                 + ("Rescaling recovers the gap: the bias effect is input shrinkage, not feature selection."
-                   if Qr[v][:, 5].mean() - Q[v, 'GxSI'][:, 5].mean() > 0.5 * (Q[NIB, 'GxSI'][:, 5].mean() - Q[v, 'GxSI'][:, 5].mean()) > 0
+                   if Qr[v][:, 5].mean() - Q[v, 'G×SI'][:, 5].mean() > 0.5 * (Q[NIB, 'G×SI'][:, 5].mean() - Q[v, 'G×SI'][:, 5].mean()) > 0
                    else "The biased model's masked inputs are classified about as well as the NIB model's on this data: "
                         "the shrinking mask does not push it out of its operating range within 5 iterations."))
-    return (f"NIB VGG16: G×SI {pct(NIB, 'GxSI', 5)} / {pct(NIB, 'GxSI', 9)} at i = 5 / 9, G×I {pct(NIB, 'GxI', 9)} at i = 9, "
+    return (f"NIB VGG16: G×SI {pct(NIB, 'G×SI', 5)} / {pct(NIB, 'G×SI', 9)} at i = 5 / 9, G×I {pct(NIB, 'G×I', 9)} at i = 9, "
             f"fresh-random mask {pct(NIB, 'random', 5)} at i = 5.")
 
 def bias_figure(r):
@@ -848,13 +848,13 @@ def bias_figure(r):
     import matplotlib.pyplot as plt
     from attribkit.viz import plot_curves
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, m in zip(axes, ("GxI", "GxSI")):
+    for ax, m in zip(axes, ("G×I", "G×SI")):
         plot_curves(list(range(r.I + 1)), {v: list(100 * r.Q[v, m].mean(0)) for v in BIAS_VARIANTS}, ax=ax,
                     xlabel="iteration i", ylabel="MIA Q_i (%) ↑",
-                    title=f"{m}; x: paper (CIFAR-10, Table 5)" + ("; dotted: rescaled to ‖z0‖" if m == "GxSI" else ""))
+                    title=f"{m}; x: paper (CIFAR-10, Table 5)" + ("; dotted: rescaled to ‖z0‖" if m == "G×SI" else ""))
         for v, line in zip(BIAS_VARIANTS, ax.get_lines()):
             ax.plot(range(10), TABLE5[f"{v} {m}"], ls="none", marker="x", ms=4, color=line.get_color())
-            if m == "GxSI": ax.plot(range(r.I + 1), 100 * r.Qr[v].mean(0), ls=":", color=line.get_color())
+            if m == "G×SI": ax.plot(range(r.I + 1), 100 * r.Qr[v].mean(0), ls=":", color=line.get_color())
         ax.axhline(100 * r.Q[NIB, "random"][:, 1:].mean(), ls="--", lw=0.8, color="gray")
         ax.title.set_fontsize(9)
     axes[0].text(0.2, 100 * r.Q[NIB, "random"][:, 1:].mean() + 1, "fresh-random mask (NIB)", fontsize=7, color="gray")

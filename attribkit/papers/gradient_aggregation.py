@@ -32,12 +32,12 @@ __all__ = ['TABLE1', 'TABLE2_COLS', 'TABLE2', 'TABLE3_COLS', 'TABLE3', 'PAPER_IM
 def _rows(cols: list, values: dict) -> dict:
     return {k: dict(zip(cols, v)) for k, v in values.items()}
 
-TABLE1 = {("VGG-16", "LeRF"): {"G*I": 0.078, "DGA(G*I)": 0.420, "DGA": 0.434},     # Appendix G, Table 1
-          ("VGG-16", "MoRF"): {"G*I": 0.045, "DGA(G*I)": 0.028, "DGA": 0.023},
-          ("ResNet-18", "LeRF"): {"G*I": 0.171, "DGA(G*I)": 0.506, "DGA": 0.533},
-          ("ResNet-18", "MoRF"): {"G*I": 0.105, "DGA(G*I)": 0.028, "DGA": 0.019},
-          ("Inception-V3", "LeRF"): {"G*I": 0.114, "DGA(G*I)": 0.670, "DGA": 0.691},
-          ("Inception-V3", "MoRF"): {"G*I": 0.050, "DGA(G*I)": 0.066, "DGA": 0.041}}
+TABLE1 = {("VGG-16", "LeRF"): {"G×I": 0.078, "DGA(G×I)": 0.420, "DGA": 0.434},     # Appendix G, Table 1
+          ("VGG-16", "MoRF"): {"G×I": 0.045, "DGA(G×I)": 0.028, "DGA": 0.023},
+          ("ResNet-18", "LeRF"): {"G×I": 0.171, "DGA(G×I)": 0.506, "DGA": 0.533},
+          ("ResNet-18", "MoRF"): {"G×I": 0.105, "DGA(G×I)": 0.028, "DGA": 0.019},
+          ("Inception-V3", "LeRF"): {"G×I": 0.114, "DGA(G×I)": 0.670, "DGA": 0.691},
+          ("Inception-V3", "MoRF"): {"G×I": 0.050, "DGA(G×I)": 0.066, "DGA": 0.041}}
 TABLE2_COLS = ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA"]     # Appendix H, Table 2
 TABLE2 = _rows(TABLE2_COLS, {("VGG-16", "LeRF"): [0.141, 0.262, 0.157, 0.325, 0.417, 0.349, 0.434],
                              ("ResNet-18", "LeRF"): [0.204, 0.339, 0.239, 0.401, 0.551, 0.479, 0.533],
@@ -45,7 +45,7 @@ TABLE2 = _rows(TABLE2_COLS, {("VGG-16", "LeRF"): [0.141, 0.262, 0.157, 0.325, 0.
                              ("VGG-16", "MoRF"): [0.036, 0.035, 0.030, 0.036, 0.039, 0.018, 0.023],
                              ("ResNet-18", "MoRF"): [0.041, 0.039, 0.032, 0.036, 0.034, 0.014, 0.019],
                              ("Inception-V3", "MoRF"): [0.125, 0.070, 0.120, 0.069, 0.082, 0.029, 0.041]})
-TABLE3_COLS = ["G*I", "GBP", "IG", "FullGrad", "GIG", "DeepLIFT", "LRP", "SmoothGrad", "RISE", "Grad-CAM", "DGA"]
+TABLE3_COLS = ["G×I", "GBP", "IG", "FullGrad", "GIG", "DeepLIFT", "LRP", "SmoothGrad", "RISE", "Grad-CAM", "DGA"]
 TABLE3 = _rows(TABLE3_COLS, {     # main Table 1 (first five baselines) and Appendix I, Table 3
     ("VGG-16", "LeRF"): [0.078, 0.094, 0.096, 0.415, 0.110, 0.095, 0.240, 0.360, 0.393, 0.414, 0.434],
     ("ResNet-18", "LeRF"): [0.171, 0.145, 0.243, 0.558, 0.255, 0.143, 0.348, 0.375, 0.410, 0.429, 0.533],
@@ -56,7 +56,7 @@ TABLE3 = _rows(TABLE3_COLS, {     # main Table 1 (first five baselines) and Appe
 PAPER_IMAGES = 50_000   # ImageNet validation images the paper evaluates
 FIG9_N, FIG9_Q = [1, 10, 20, 30, 50, 100], [0.6, 0.7, 0.8, 0.9, 1.0]   # Appendix K, Figure 9 grid (ResNet-18)
 
-def contradictions(table: dict, method: str = "DGA(G*I)", reference: str = "G*I") -> list[tuple]:
+def contradictions(table: dict, method: str = "DGA(G×I)", reference: str = "G×I") -> list[tuple]:
     "(model, order, method value, reference value) wherever the paper's own `table` does not have `method` beating `reference`."
     return [(m, o, row[method], row[reference]) for (m, o), row in table.items()
             if (row[method] - row[reference]) * (1 if o == "LeRF" else -1) <= 0]
@@ -274,10 +274,10 @@ def gxi(model: nn.Module, x: Tensor, t) -> Tensor:
 
 def control_methods() -> dict:
     "The controls every DGA claim is also compared with: ReLU(G×I), |G×I| (non-negative maps, which LeRF rewards) and DGA with N = 1 (= ReLU(UFG), no aggregation); `compare_methods` adds 'random'."
-    return {"ReLU(G*I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G*I|": lambda m, x, t: gxi(m, x, t).abs(),
+    return {"ReLU(G×I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G×I|": lambda m, x, t: gxi(m, x, t).abs(),
             "DGA N=1": lambda m, x, t: DGA(m, n_steps=1).attribute(x, t)}
 
-CONTROLS = ("ReLU(G*I)", "|G*I|", "DGA N=1", "random")
+CONTROLS = ("ReLU(G×I)", "|G×I|", "DGA N=1", "random")
 
 def dga_method(n_steps: int = 30, **kwargs):
     "DGA as a local-attribution callable (model, x, target) → map."
@@ -321,7 +321,7 @@ SCORES = {"lerf_prob": ("LeRF", "probability", 1), "morf_prob": ("MoRF", "probab
 def _runs(res) -> list:
     return [res] if isinstance(res, dict) else list(res)
 
-def summarise(res: dict, model_name: str, reference: str = "G*I") -> dict:
+def summarise(res: dict, model_name: str, reference: str = "G×I") -> dict:
     "Flatten `compare_methods` output to results cells: mean AUCs, and paired differences to `reference` as {mean, std=SE, n}."
     cells = {f"{model_name} | {m} | {_LABEL[k]}": float(v.mean()) for m, sc in res.items() for k, v in sc.items()}
     if reference in res:
@@ -333,7 +333,7 @@ def _cell(vals: list) -> dict:
     "{mean, se, n} of one value per seed (vals: one per-image tensor per seed): over the per-seed means when there are several seeds, over the images otherwise."
     return mean_se([float(v.double().mean()) for v in vals]) if len(vals) > 1 else mean_se(vals[0])
 
-def summarise_runs(runs, model_name: str, reference: str = "G*I") -> dict:
+def summarise_runs(runs, model_name: str, reference: str = "G×I") -> dict:
     "Results cells {mean, se, n} from `compare_methods` outputs of one model per seed: over seeds (per-seed means) when there are several, over images otherwise; AUCs and paired differences to `reference`."
     runs = _runs(runs)
     methods = [m for m in runs[0] if all(m in r for r in runs)]
@@ -352,7 +352,7 @@ def seed_claim(text: str, diffs, detail: str = "", not_evaluable: str | None = N
     return claim(text, diffs[0], units="images", not_evaluable=not_evaluable,
                  detail="; ".join(filter(None, ["paired within one seed", detail])))
 
-def versus_claims(runs, model_name: str, method: str = "DGA", references=("G*I",), scores=tuple(SCORES),
+def versus_claims(runs, model_name: str, method: str = "DGA", references=("G×I",), scores=tuple(SCORES),
                   not_evaluable: str | None = None) -> list[dict]:
     "Claims that `method` beats each reference on each score (LeRF higher, MoRF lower; probability and logit separately), from `compare_methods` outputs of one model per seed."
     runs, out = _runs(runs), []
@@ -377,7 +377,7 @@ def flip_claims(results: dict, spec: list, chance: dict | None = None) -> tuple[
     return claims, why
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #40c5f490
-TABLE1_CLAIMS = [("DGA", ("G*I",) + CONTROLS, tuple(SCORES)), ("DGA(G*I)", ("G*I", "ReLU(G*I)", "random"), tuple(SCORES))]
+TABLE1_CLAIMS = [("DGA", ("G×I",) + CONTROLS, tuple(SCORES)), ("DGA(G×I)", ("G×I", "ReLU(G×I)", "random"), tuple(SCORES))]
 TABLE2_CLAIMS = [("DGA_W", ("DGA_E",), ("lerf_prob", "lerf_logit")),    # WC is the better mask for LeRF
                  ("DGA_E", ("DGA_W",), ("morf_prob", "morf_logit")),    # EPC is the better mask for MoRF
                  ("DGA", ("IG_p2", "GIG_p2") + CONTROLS, tuple(SCORES))]  # DGA's gain is not the ReLU alone
@@ -385,12 +385,12 @@ TABLE3_CLAIMS = [("DGA", tuple(c for c in TABLE3_COLS if c != "DGA") + CONTROLS,
 
 def table1_methods(b: dict) -> dict:
     "G×I, DGA with G×I as its local attribution, DGA (local = UFG) and the controls."
-    return {"G*I": gxi, "DGA(G*I)": lambda m, x, t: DGA(m, local=gxi, n_steps=b["n_steps"]).attribute(x, t),
+    return {"G×I": gxi, "DGA(G×I)": lambda m, x, t: DGA(m, local=gxi, n_steps=b["n_steps"]).attribute(x, t),
             "DGA": dga_method(b["n_steps"]), **control_methods()}
 
 def table2_methods(b: dict) -> dict:
     "G×I, the ReLU variants of IG and Guided IG (those whose base method is registered), DGA with the WC mask only, the EPC mask only, both, and the controls."
-    have, methods = set(available_methods()), {"G*I": gxi}
+    have, methods = set(available_methods()), {"G×I": gxi}
     for name, steps in (("IG_p1", "ig_steps"), ("IG_p2", "ig_steps"), ("GIG_p1", "gig_steps"), ("GIG_p2", "gig_steps")):
         if name.lower().split("_")[0] in have: methods[name] = as_local(name.lower(), n_steps=b[steps])
     return {**methods, "DGA_W": dga_method(b["n_steps"], masks="wc"), "DGA_E": dga_method(b["n_steps"], masks="epc"),
@@ -403,7 +403,7 @@ def table3_methods(b: dict, seed: int = 0) -> dict:
             "GIG": ("gig", dict(n_steps=b["gig_steps"])), "DeepLIFT": ("deeplift", {}), "LRP": ("lrp", {}),
             "SmoothGrad": ("smoothgrad", dict(n_samples=b["sg_samples"])), "RISE": ("rise", dict(n_masks=b["rise_masks"], seed=seed)),
             "Grad-CAM": ("gradcam", {})}
-    methods = {"G*I": gxi}
+    methods = {"G×I": gxi}
     for name in TABLE3_COLS:
         if name in spec and spec[name][0] in have: methods[name] = as_local(spec[name][0], **spec[name][1])
     return {**methods, "DGA": dga_method(b["n_steps"]), **control_methods()}
@@ -478,8 +478,8 @@ def explain(runs, method: str, reference: str, key: str) -> str:
             + ", ".join(f"{m} {v:+.3f}" for m, v in d.items()) + f" ({'higher' if sign > 0 else 'lower'} is better).")
     better = [m for m in have if m != method and sign * d[m] >= sign * d[method]]
     if better: text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
-    if (reference not in CONTROLS and "ReLU(G*I)" in d and sign * d[method] < 0 and sign * d["ReLU(G*I)"] < 0):
-        text += (f" ReLU(G*I) is also worse than {reference} here ({d['ReLU(G*I)']:+.3f}): clamping a map at zero, as DGA does "
+    if (reference not in CONTROLS and "ReLU(G×I)" in d and sign * d[method] < 0 and sign * d["ReLU(G×I)"] < 0):
+        text += (f" ReLU(G×I) is also worse than {reference} here ({d['ReLU(G×I)']:+.3f}): clamping a map at zero, as DGA does "
                  "at every step, discards the negative evidence and leaves the zero pixels in random order.")
     if reference in CONTROLS: text += f" The reference is itself a control ({reference})."
     elif "random" in runs[0] and sign * _mean_diff(runs, reference, "random", key) < 0:
@@ -574,7 +574,7 @@ def object_note(ex: Experiment, threshold: float = 0.1) -> str:
             "paper": "centred square of half the image side (ImageNet val has no masks)"}[ex.scale]
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #596c79e9
-FIG1_CLAIMS = [("DGA", "UFG"), ("WC only", "UFG"), ("EPC only", "UFG"), ("DGA", "ReLU(G*I)"), ("DGA", "|G*I|"),
+FIG1_CLAIMS = [("DGA", "UFG"), ("WC only", "UFG"), ("EPC only", "UFG"), ("DGA", "ReLU(G×I)"), ("DGA", "|G×I|"),
                ("DGA", "random"), ("DGA", "input intensity")]
 
 def fig1_methods(ex: Experiment) -> dict:
@@ -583,7 +583,7 @@ def fig1_methods(ex: Experiment) -> dict:
     raw, n = unnormalise(ex), ex.n_steps
     return {"UFG": lambda m, x, t: UniformFullGrad(m).attribute(x, t), "WC only": dga_method(n, masks="wc"),
             "EPC only": dga_method(n, masks="epc"), "DGA": dga_method(n),
-            "ReLU(G*I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G*I|": lambda m, x, t: gxi(m, x, t).abs(),
+            "ReLU(G×I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G×I|": lambda m, x, t: gxi(m, x, t).abs(),
             "input intensity": lambda m, x, t: raw(x),
             "random": lambda m, x, t: attribute(m, x, t, method="random", seed=int(torch.randint(1 << 30, ())))}
 
@@ -635,7 +635,7 @@ def _show_image(ax, img: Tensor):
     img = img.permute(1, 2, 0).clamp(0, 1)
     ax.imshow(img.squeeze(-1) if img.shape[-1] == 1 else img, cmap="gray", vmin=0, vmax=1)
 
-def fig1_figure(ex: Experiment, out: dict, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G*I|")):
+def fig1_figure(ex: Experiment, out: dict, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G×I|")):
     "Gallery: per model, `n_show` images (true label) and their maps (blue negative, red positive), titled with each map's object share."
     import matplotlib.pyplot as plt
     raw, first, k = unnormalise(ex), ex.runs[0], min(n_show, ex.n_images)
@@ -776,7 +776,7 @@ def grid_experiment(ex: Experiment, fill="zero") -> dict:
         claims.append(seed_claim(f"N={N}: q=0.6 has a lower {order} ({score}) than q=1.0 ({'better' if order == 'MoRF' else 'worse'})",
                                  [b[key] - a[key] for a, b in zip(grid[(N, 0.6)], grid[(N, 1.0)])], not_evaluable=ne))
         why.append(None)
-    for ref in ("ReLU(G*I)", "|G*I|", "random"):
+    for ref in ("ReLU(G×I)", "|G×I|", "random"):
         for key in SCORES:
             claims += versus_claims(res, name, "DGA", (ref,), (key,), not_evaluable=ne); why.append((ref, key))
     rows = {f"q = {q}, {SCORES[k][0]} {'↑' if SCORES[k][2] > 0 else '↓'}": {f"N = {n}": _seed_cell([r[k] for r in grid[(n, q)]]) for n in NS}

@@ -284,7 +284,7 @@ def _eval_seed(S: VSMSetup, s: int) -> dict:
     clf, hit, vsm = S.classifier_and_vsm(s)
     x = S.test_x[:b["n_eval"]].to(S.device)
     with torch.no_grad(): pred = clf(x).argmax(1)
-    methods = {"VSM": dict(method=vsm.as_local()), "GxI": dict(method="gxi"), "DGA": dict(method="dga", n_steps=b["dga_steps"]),
+    methods = {"VSM": dict(method=vsm.as_local()), "G×I": dict(method="gxi"), "DGA": dict(method="dga", n_steps=b["dga_steps"]),
                "RISE": dict(method="rise", n_masks=b["rise_masks"], seed=s), "Grad-CAM": dict(method="gradcam"),
                "intensity": dict(method=lambda model, inputs, target=None: inputs.detach().clone()),
                "random": dict(method="random", seed=1000 + s)}
@@ -404,7 +404,7 @@ def eval_figure(S: VSMSetup, R: Experiment, n: int = 6):
     r0 = R.runs[0]; show = list(range(min(n, len(r0["x"]))))
     grid = {name: r0["maps"][name][show] for name in r0["maps"]}
     grid["VSM ν"] = r0["vsm"].uncertainty(r0["x"][show].to(S.device)).cpu()
-    fig = attribution_grid(r0["x"][show], grid, signed={name: name in ("GxI", "DGA") for name in grid}, mean=S.mean, std=S.std,
+    fig = attribution_grid(r0["x"][show], grid, signed={name: name in ("G×I", "DGA") for name in grid}, mean=S.mean, std=S.std,
                            titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])])
     fig.suptitle(f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0)", fontsize=9, y=1.01)
     return fig
