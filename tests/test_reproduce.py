@@ -166,3 +166,17 @@ def test_papermill_sees_every_parameter_of_every_repro_notebook():
         seen = set(pm.inspect_notebook(str(nb)))
         assert names == seen, f"{nb.name}: papermill misses {sorted(names - seen)}"
         assert {"scale", "data_root", "device", "seed", "out_dir", "dry_run"} <= seen, nb.name
+
+
+@pytest.mark.parametrize("missing, argv, rc", [
+    ("papermill", ["--list"], 2), ("papermill", ["--only", "ok"], 2), ("ipykernel", ["--only", "ok"], 2),
+    ("ipykernel", ["--list"], 0),                       # listing reads the notebooks with papermill only
+    ("papermill", ["--copy-notebooks", "mine"], 0)])    # copying needs neither
+def test_missing_papermill_or_kernel_is_one_line_not_a_traceback(missing, argv, rc, tmp_path, monkeypatch, capsys):
+    import sys
+    from attribkit.reproduce import MISSING_RUNTIME
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, missing, None)     # as if it were not installed (pip install --no-deps)
+    assert main(argv + ["--nbs-dir", str(FIXTURES)]) == rc
+    err = capsys.readouterr().err
+    assert (err == MISSING_RUNTIME + "\n") == (rc == 2), err
