@@ -13,9 +13,9 @@ from .results import SCALES, load_results
 from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
 
 # %% auto #0
-__all__ = ['DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover', 'library_fingerprint',
-           'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks',
-           'parse_args', 'main', 'dry_run']
+__all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
+           'library_fingerprint', 'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value',
+           'list_notebooks', 'copy_notebooks', 'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -374,9 +374,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
 
+MISSING_RUNTIME = "attribkit-reproduce needs papermill and ipykernel: pip install papermill ipykernel"
+
+def _runtime_missing(kernel: bool = True) -> bool:
+    "Whether papermill (and, with `kernel`, ipykernel, the `python3` kernel papermill starts) is not importable here."
+    import importlib.util
+    return any(importlib.util.find_spec(m) is None for m in ("papermill", "ipykernel")[:1 + kernel])
+
 def main(argv: Sequence[str] | None = None) -> int:
     "Console entry point: run the notebooks, print the final table; exit status 1 if any notebook failed."
     a = parse_args(argv)
+    if (a.list or not a.copy_notebooks) and _runtime_missing(kernel=not a.list):   # e.g. installed with --no-deps
+        print(MISSING_RUNTIME, file=sys.stderr); return 2
     t0 = time.perf_counter()
     try:
         if a.list: print(list_notebooks(a.nbs_dir)); return 0

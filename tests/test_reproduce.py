@@ -223,3 +223,18 @@ def test_committed_summary_renders_without_stray_emphasis():
     "The committed record's summary.md has no italic span (every generated string is escaped)."
     summary = Path(__file__).resolve().parent.parent / "reproduction" / "cpu" / "summary.md"
     assert _emphasis(summary.read_text(encoding="utf-8")) == []
+
+
+
+@pytest.mark.parametrize("missing, argv, rc", [
+    ("papermill", ["--list"], 2), ("papermill", ["--only", "ok"], 2), ("ipykernel", ["--only", "ok"], 2),
+    ("ipykernel", ["--list"], 0),                       # listing reads the notebooks with papermill only
+    ("papermill", ["--copy-notebooks", "mine"], 0)])    # copying needs neither
+def test_missing_papermill_or_kernel_is_one_line_not_a_traceback(missing, argv, rc, tmp_path, monkeypatch, capsys):
+    import sys
+    from attribkit.reproduce import MISSING_RUNTIME
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, missing, None)     # as if it were not installed (pip install --no-deps)
+    assert main(argv + ["--nbs-dir", str(FIXTURES)]) == rc
+    err = capsys.readouterr().err
+    assert (err == MISSING_RUNTIME + "\n") == (rc == 2), err
