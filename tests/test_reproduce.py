@@ -238,3 +238,23 @@ def test_missing_papermill_or_kernel_is_one_line_not_a_traceback(missing, argv, 
     assert main(argv + ["--nbs-dir", str(FIXTURES)]) == rc
     err = capsys.readouterr().err
     assert (err == MISSING_RUNTIME + "\n") == (rc == 2), err
+
+
+def test_papermill_run_writes_only_under_out_dir(tmp_path):
+    "A plain papermill run with `-p out_dir DIR` (no runner, no $ATTRIBKIT_FIGURES) writes its results and figure under DIR and nothing into the working folder."
+    import papermill as pm
+    root = Path(__file__).resolve().parent.parent
+    status = lambda: subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    stamp = lambda p: p.stat().st_mtime_ns if p.exists() else None   # figures/ and results/ where a stray run would write
+    watched = [root / "figures" / "merging_lenet.png", root / "results" / "merging_lenet.json", root / "results" / "figures" / "merging_lenet.png"]
+    before = status(), [stamp(p) for p in watched]
+    env = {k: v for k, v in os.environ.items() if k != "ATTRIBKIT_FIGURES"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("ATTRIBKIT_FIGURES", raising=False)
+        mp.setenv("OMP_NUM_THREADS", "1")
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(root)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        pm.execute_notebook(str(root / "nbs" / "repro" / "merging_lenet.ipynb"), str(tmp_path / "executed.ipynb"), cwd=str(root),
+                            parameters={"out_dir": str(tmp_path / "elsewhere"), "device": "cpu"}, kernel_name="python3",
+                            progress_bar=False)
+    assert (tmp_path / "elsewhere" / "merging_lenet.json").exists() and (tmp_path / "elsewhere" / "figures" / "merging_lenet.png").exists()
+    assert (status(), [stamp(p) for p in watched]) == before, f"the run wrote into the repository:\n{status()}"
