@@ -87,17 +87,22 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
     import papermill as pm, tempfile
     nb_path = Path(nb_path); name = nb_path.stem
     out_nb = Path(executed_dir) / nb_path.name; out_nb.parent.mkdir(parents=True, exist_ok=True)
+    part = _partial(out_nb)                # papermill rewrites its copy as it goes: the final name only once it is done
     res = Path(results_dir) / f"{name}.json"
-    if res.exists(): res.unlink()          # a stale file must not pass for this run's results
+    for stale in (res, out_nb): stale.unlink(missing_ok=True)   # a stale file must not pass for this run's
     rec = {"name": name, "notebook": str(nb_path), "executed": str(out_nb), "results": str(res), "status": "ok",
            "error": None, "cell": None, "cell_source": None}
     t0, log = time.perf_counter(), logging.getLogger("papermill")
     level = log.level; log.setLevel(logging.ERROR)   # papermill cannot parse `a = 1; b = 2` parameter lines and warns
     sockets = tempfile.TemporaryDirectory(prefix="attribkit-kernel-")
     try:
-        pm.execute_notebook(str(nb_path), str(out_nb), parameters=params, kernel_name="python3", cwd=str(cwd),
-                            progress_bar=False, log_output=False, execution_timeout=cell_timeout,
-                            config=_ipc_kernel_config(sockets.name))
+        try: pm.execute_notebook(str(nb_path), str(part), parameters=params, kernel_name="python3", cwd=str(cwd),
+                                 progress_bar=False, log_output=False, execution_timeout=cell_timeout,
+                                 config=_ipc_kernel_config(sockets.name))
+        except Exception:                  # a failed notebook's copy shows where it stopped (Ctrl-C's stays hidden)
+            if part.exists(): os.replace(part, out_nb)
+            raise
+        os.replace(part, out_nb)
     except pm.PapermillExecutionError as e:
         src_nb = json.loads(nb_path.read_text(encoding="utf-8"))
         pi = parameters_cell(src_nb)
@@ -113,6 +118,10 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
         except FileNotFoundError: rec.update(status="failed", error=f"the notebook wrote no results file {res.name} (call save_results)")
         except (ValueError, json.JSONDecodeError) as e: rec.update(status="failed", error=f"invalid results file {res.name}: {e}")
     return rec
+
+def _partial(out_nb: Path) -> Path:
+    "Where papermill writes the executed copy `out_nb` while the notebook runs."
+    return out_nb.with_name(f".{out_nb.stem}.running.ipynb")
 
 def _timed_out_cell(nb_path: Path, out_nb: Path, cell_timeout) -> dict:
     "Where a cell timeout struck: the last cell papermill started in the executed copy, indexed as in the source notebook."
@@ -136,6 +145,15 @@ def _run_task(task: tuple) -> dict:
 def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
+
+def _now() -> str: return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+def _drop_interrupted(state: dict, out: Path) -> None:
+    "Delete what the notebooks a killed or interrupted run left `running` wrote to `out` (results, executed copies): they never finished."
+    for name, s in state.items():
+        if s.get("status") == "running":
+            ex = out / "executed" / f"{name}.ipynb"
+            for p in (out / f"{name}.json", ex, _partial(ex)): p.unlink(missing_ok=True)
 
 def _params(scale, data_root, device, seed, out: Path, parameters: dict | None) -> dict:
     "The parameters every notebook gets: scale, data_root, device, seed, out_dir, then any user-given ones."
@@ -178,6 +196,8 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     params = _params(scale, data_root, device, seed, out, parameters)
     out.mkdir(parents=True, exist_ok=True)
     state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), library_fingerprint()
+    main_rank = int(os.environ.get("RANK", "0")) == 0   # torchrun: rank 0 keeps the state
+    if main_rank: _drop_interrupted(state, out)
     records, todo = {}, []
     for nb in notebooks:
         key, prev = input_key(nb, params, lib), state.get(nb.stem)
@@ -185,12 +205,14 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
                 and (out / f"{nb.stem}.json").exists() and (out / "executed" / nb.name).exists()):
             records[nb.stem] = {**prev["record"], "status": "skipped"}
         else: todo.append((nb, key))
+    if main_rank and todo:                 # a run killed from here on leaves these `running`: the next run redoes them
+        for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
+        atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     if dist_hooks is not None: return dist_hooks(notebooks, todo, params, out, root)
     bar = None
     def finish(rec: dict, key: str):
         records[rec["name"]] = rec
-        state[rec["name"]] = {"key": key, "status": rec["status"], "record": rec,
-                              "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        state[rec["name"]] = {"key": key, "status": rec["status"], "record": rec, "finished": _now()}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
         bar.set_postfix_str(f"{rec['name']}: {rec['status']}"); bar.update(1)
     tasks = {nb.stem: (str(nb), params, str(out / "executed"), str(out), str(root), cell_timeout) for nb, _ in todo}
@@ -282,7 +304,7 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, p
     for nb in notebooks:
         if nb.stem in fresh:
             state[nb.stem] = {"key": input_key(nb, params, lib), "status": fresh[nb.stem]["status"], "record": fresh[nb.stem],
-                              "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                              "finished": _now()}
     atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "skipped"} for nb in notebooks]
     write_reports(nbs_dir, out, params, fresh)
@@ -401,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              cell_timeout=a.cell_timeout)
     except (FileNotFoundError, ValueError) as e:
         print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
+    except KeyboardInterrupt:
+        print("attribkit-reproduce: interrupted; the finished notebooks are kept, the same command runs the rest", file=sys.stderr)
+        return 130
     if int(os.environ.get("RANK", "0")) != 0: return 1 if any(r["status"] == "failed" for r in recs) else 0   # torchrun: rank 0 reports
     out = Path(a.out) if Path(a.out).is_absolute() else repo_root() / a.out
     print(terminal_table(recs))

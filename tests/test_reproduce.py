@@ -258,3 +258,59 @@ def test_papermill_run_writes_only_under_out_dir(tmp_path):
                             progress_bar=False)
     assert (tmp_path / "elsewhere" / "merging_lenet.json").exists() and (tmp_path / "elsewhere" / "figures" / "merging_lenet.png").exists()
     assert (status(), [stamp(p) for p in watched]) == before, f"the run wrote into the repository:\n{status()}"
+
+
+def _repro_nb(cells: list[str]) -> str:
+    "A repro notebook: the parameters cell, then `cells`."
+    cs = [{"cell_type": "code", "id": "p", "metadata": {"tags": ["parameters"]}, "execution_count": None, "outputs": [],
+           "source": 'scale = "smoke"; data_root = None; device = "auto"; seed = 0; out_dir = "results"'}]
+    cs += [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s} for i, s in enumerate(cells)]
+    return json.dumps({"cells": cs, "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}},
+                       "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_killed_run_resumes_and_leaves_no_result_of_the_killed_notebook(tmp_path):
+    "A full run, then a --force run killed in notebook b after b saved its results: the rerun reuses a, runs b and c again, and never shows b's unfinished files."
+    import signal, subprocess, sys, time
+    nbs, out, hold = tmp_path / "nbs", tmp_path / "out", tmp_path / "hold"
+    nbs.mkdir()
+    save = 'from attribkit.results import save_results\nsave_results("{}", {{"v": 1}}, {{"v": 1}}, [], scale=scale, seed=seed, out_dir=out_dir)'
+    (nbs / "a.ipynb").write_text(_repro_nb([save.format("a")]))
+    (nbs / "b.ipynb").write_text(_repro_nb([save.format("b"), f'import pathlib, time\npathlib.Path({str(tmp_path)!r}, "b.saved").touch()\n'
+                                            f'while pathlib.Path({str(hold)!r}).exists(): time.sleep(0.05)']))
+    (nbs / "c.ipynb").write_text(_repro_nb([save.format("c")]))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(Path(attribkit.__file__).resolve().parent.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    cmd = [sys.executable, "-m", "attribkit.reproduce", "--nbs-dir", str(nbs), "--out", str(out), "--device", "cpu"]
+    assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
+    hold.touch(); (tmp_path / "b.saved").unlink()
+    p = subprocess.Popen(cmd + ["--force"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        t0 = time.monotonic()
+        while not (tmp_path / "b.saved").exists():             # b's kernel saved b.json and now waits in its last cell
+            assert p.poll() is None and time.monotonic() - t0 < 120, "the run ended before notebook b held"
+            time.sleep(0.05)
+    finally: os.killpg(p.pid, signal.SIGKILL); p.wait()          # the runner and its kernel, as `kill -9` or the OOM killer would
+    state = json.loads((out / ".reproduce-state.json").read_text())
+    assert (state["a"]["status"], state["b"]["status"], state["c"]["status"]) == ("ok", "running", "running")
+    assert not (out / "executed" / "b.ipynb").exists()          # neither the earlier run's copy nor this run's unfinished one
+    assert all(json.loads(f.read_text()) for f in out.rglob("*.json"))   # every JSON file is whole
+    a_mtime = (out / "executed" / "a.ipynb").stat().st_mtime_ns
+    hold.unlink()
+    assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
+    summary = out.joinpath("summary.md").read_text()
+    assert "status: **skipped**" in summary.split("## a")[1].split("## b")[0]         # a reused
+    assert all("status: **ok**" in summary.split(f"## {n}")[1][:200] for n in "bc")  # b and c ran again
+    assert (out / "executed" / "a.ipynb").stat().st_mtime_ns == a_mtime
+    assert json.loads((out / ".reproduce-state.json").read_text())["b"]["status"] == "ok"
+    assert not list((out / "executed").glob(".*")) and load_results(out / "b.json")["name"] == "b"
+
+
+def test_ctrl_c_exits_130_with_a_resume_hint(monkeypatch, capsys):
+    import attribkit.reproduce as R
+    def interrupted(*a, **k): raise KeyboardInterrupt
+    monkeypatch.setattr(R, "run_all", interrupted)
+    try: rc = main(["--out", "unused"])
+    except KeyboardInterrupt: pytest.fail("Ctrl-C escaped main() with a traceback")
+    assert rc == 130
+    assert "interrupted; the finished notebooks are kept, the same command runs the rest" in capsys.readouterr().err
