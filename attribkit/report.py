@@ -83,13 +83,17 @@ def _tables_md(d: dict) -> list[str]:
     if not shaped: return [flat, ""]
     return [x for t in shaped for x in (t, "")] + ["<details><summary>every measured cell</summary>", "", flat, "", "</details>", ""]
 
+def _md_plain(text: str) -> str:
+    "Generated markdown text as plain text: the backslash escapes of `results.md_escape` dropped."
+    return re.sub(r"\\(.)", r"\1", text)
+
 def _md_table_html(md: str) -> str:
     "Minimal markdown-table to HTML conversion for the index page."
     rows = [l.strip().strip("|").split(" | ") for l in md.splitlines() if l.startswith("|")]
     rows = [r for r in rows if not set("".join(r)) <= set("-:| ")]
     if not rows: return ""
     head, body = rows[0], rows[1:]
-    cell = lambda c: html.escape(re.sub(r"\\(.)", r"\1", c.strip()))   # markdown escapes (results.md_escape) dropped
+    cell = lambda c: html.escape(_md_plain(c.strip()))
     th = "".join(f"<th>{cell(c)}</th>" for c in head)
     tb = "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>" for r in body)
     return f"<table><thead><tr>{th}</tr></thead><tbody>{tb}</tbody></table>"
@@ -133,7 +137,7 @@ def html_report(records: list[dict], params: dict, out_dir, figures) -> Path:
             parts.append(f"<p><img src='figures/{html.escape(fig.name)}' alt='figure of {html.escape(name)}'></p>")
         if d:
             for t in d["extra"].get("tables", []) if isinstance(d["extra"].get("tables"), list) else []:
-                title = next((l.strip("* ") for l in t.splitlines() if l.startswith("**")), "")
+                title = next((_md_plain(l.strip("* ")) for l in t.splitlines() if l.startswith("**")), "")
                 parts.append((f"<p><b>{html.escape(title)}</b></p>" if title else "") + _md_table_html(t))
             parts.append(_md_table_html(table(d["measured"], d["paper"])))
             parts.append("<ul>" + "".join(f"<li>{html.escape(fmt_claim(c, markdown=False))}</li>" for c in d["claims"]) + "</ul>")

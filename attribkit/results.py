@@ -167,7 +167,7 @@ def table(measured: dict, paper: dict, digits: int = 4, title: str | None = None
     keys = list(measured) + [k for k in paper if k not in measured]
     rows = [f"| {fmt_value(k)} | {fmt_value(measured.get(k), digits, decimals)} | {fmt_value(paper.get(k), digits, decimals)} |"
             for k in keys]
-    head = ([f"**{title}**", ""] if title else []) + ["| cell | measured | paper |", "|---|---:|---:|"]
+    head = ([f"**{md_escape(title)}**", ""] if title else []) + ["| cell | measured | paper |", "|---|---:|---:|"]
     return "\n".join(head + rows)
 
 def show_table(measured: dict, paper: dict, digits: int = 4, title: str | None = None, decimals: int | None = None):
@@ -198,7 +198,7 @@ def paper_table(measured: dict, paper: dict | None = None, cols=None, title: str
         ours, ref = measured.get(r, {}).get(k), paper.get(r, {}).get(k)
         return _cell(ours, decimals) + (f" ({_cell(ref, decimals)})" if ref is not None else "")
     esc = md_escape   # a row or column name such as "PG×I (|∇|⊙z)" must not split cells nor start emphasis
-    head = ([f"**{title}**", ""] if title else []) + [f"| {esc(corner)} | " + " | ".join(esc(col.format(k)) for k in cols) + " |",
+    head = ([f"**{esc(title)}**", ""] if title else []) + [f"| {esc(corner)} | " + " | ".join(esc(col.format(k)) for k in cols) + " |",
                                                      "|---|" + "---:|" * len(cols)]
     note = ["", "Cells: ours ± standard error (paper's value)."] if paper else []
     return "\n".join(head + [f"| {esc(r)} | " + " | ".join(cell(r, k) for k in cols) + " |" for r in rows] + note)

@@ -214,7 +214,8 @@ def test_generated_markdown_has_no_stray_emphasis():
     from attribkit.report import summary_markdown
     from attribkit.results import fmt_claim, paper_table
     c = claim("DGA(G*I) beats |G*I| and G*I's m*_10", [1.0, 1.1, 0.9], detail="per-seed Q_1 − Q_0; *not* emphasis")
-    md = "\n".join([f"- {fmt_claim(c)}", "", paper_table({"G*I": {"m*_10": 1.0}, "PG×I (|∇|⊙z)": {"m*_10": 2.0}}, {"G*I": {"m*_10": 0.5}})])
+    md = "\n".join([f"- {fmt_claim(c)}", "", paper_table({"G*I": {"m*_10": 1.0}, "PG×I (|∇|⊙z)": {"m*_10": 2.0}}, {"G*I": {"m*_10": 0.5}},
+                                                    title="Object coverage of m*_10 (%)")])
     assert _emphasis(md) == [], _emphasis(md)
     assert "DGA(G*I) beats |G*I| and G*I's m*_10" in __import__("mistune").html(md)   # the text survives, unescaped on screen
 
