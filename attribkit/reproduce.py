@@ -75,11 +75,12 @@ def _first_line(src) -> str:
     lines = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#|")]
     return lines[0].strip() if lines else ""
 
-def _ipc_kernel_config(folder):
-    "Kernel settings for one run: the kernel talks over IPC sockets in the private `folder`, so no TCP port is opened and the kernel prints no unencrypted-TCP warning."
+def _kernel_config(folder):
+    "Kernel settings for one run: IPC sockets in the private `folder` (no TCP port, no unencrypted-TCP warning), and the kernel's own log quiet below CRITICAL (jupyter_client interrupts every kernel it shuts down, which ipykernel logs as an error); cell errors still fail the notebook."
     from traitlets.config import Config
     cfg = Config()
     cfg.KernelManager.transport, cfg.KernelManager.ip = "ipc", str(Path(folder) / "kernel")
+    cfg.NotebookClient.extra_arguments = ["--IPKernelApp.log_level=CRITICAL"]
     return cfg
 
 def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_timeout: float | None = None) -> dict:
@@ -98,7 +99,7 @@ def run_notebook(nb_path, params: dict, executed_dir, results_dir, cwd, cell_tim
     try:
         try: pm.execute_notebook(str(nb_path), str(part), parameters=params, kernel_name="python3", cwd=str(cwd),
                                  progress_bar=False, log_output=False, execution_timeout=cell_timeout,
-                                 config=_ipc_kernel_config(sockets.name))
+                                 config=_kernel_config(sockets.name))
         except Exception:                  # a failed notebook's copy shows where it stopped (Ctrl-C's stays hidden)
             if part.exists(): os.replace(part, out_nb)
             raise
