@@ -12,7 +12,7 @@ from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, verdict
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
            'figure_path', 'md_escape', 'fmt_claim', 'fmt_value', 'table', 'show_table', 'paper_table',
-           'show_paper_table', 'show_claims', 'save_figure']
+           'show_paper_table', 'show_claims', 'save_figure', 'save_figures']
 
 # %% ../nbs/20a_results.ipynb #95024a68
 SCHEMA_VERSION = 2
@@ -227,3 +227,10 @@ def save_figure(fig, name: str, out_dir="results", dpi: int = 110) -> Path:
     finally:
         if tmp.exists(): tmp.unlink()
     return path
+
+def save_figures(figs, name: str, out_dir="results", dpi: int = 110) -> list[Path]:
+    "A gallery split into parts (galleries split rather than tall): `<name>.png`, `<name>_2.png`, … by `save_figure`; parts an earlier run left beyond these are removed."
+    paths = [save_figure(f, name if k == 1 else f"{name}_{k}", out_dir, dpi) for k, f in enumerate(figs, 1)]
+    for p in paths[0].parent.glob(f"{name}_*.png"):
+        if p.stem[len(name) + 1:].isdigit() and int(p.stem[len(name) + 1:]) > len(paths): p.unlink()
+    return paths

@@ -135,3 +135,13 @@ def test_report_shows_every_part_of_a_split_gallery(tmp_path):
     assert "![gal](figures/gal.png)" in md and "![gal](figures/gal_3.png)" in md and "gal_grid" not in md
     idx = html_report([rec], {"scale": "smoke", "seed": 0, "device": "cpu"}, tmp_path, figs).read_text()
     assert "src='figures/gal_10.png'" in idx and (tmp_path / "html" / "figures" / "gal_2.png").exists()
+
+
+def test_committed_record_figures_within_1600_px():
+    "Every figure of the committed record is at most 1600 px wide and tall (galleries are split into parts)."
+    from pathlib import Path
+    from PIL import Image
+    pngs = sorted((Path(__file__).resolve().parent.parent / "figures").glob("*.png"))
+    assert len(pngs) >= 24
+    big = {p.name: Image.open(p).size for p in pngs if max(Image.open(p).size) > MAX_PX}
+    assert not big, big

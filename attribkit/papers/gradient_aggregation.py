@@ -25,7 +25,7 @@ __all__ = ['TABLE1', 'TABLE2_COLS', 'TABLE2', 'TABLE3_COLS', 'TABLE3', 'PAPER_IM
            'table2_methods', 'table3_methods', 'accuracy_cells', 'paper_cells', 'auc_rows', 'protocol_note',
            'flip_experiment', 'explain', 'diagnoses', 'rank_cells', 'rank_table', 'flip_figure', 'unnormalise',
            'object_masks', 'class_name', 'object_note', 'fig1_methods', 'object_shares', 'fig1_diagnoses',
-           'fig1_figure', 'path_concentration', 'fig8_diagnoses', 'fig8_figure', 'grid_experiment', 'fig9_diagnoses',
+           'fig1_figures', 'path_concentration', 'fig8_diagnoses', 'fig8_figures', 'grid_experiment', 'fig9_diagnoses',
            'fig9_figure', 'moons_experiment', 'moons_table', 'moons_note', 'moons_figure']
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #a8e4fc1c
@@ -635,26 +635,26 @@ def _show_image(ax, img: Tensor):
     img = img.permute(1, 2, 0).clamp(0, 1)
     ax.imshow(img.squeeze(-1) if img.shape[-1] == 1 else img, cmap="gray", vmin=0, vmax=1)
 
-def fig1_figure(ex: Experiment, out: dict, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G×I|")):
-    "Gallery: per model, `n_show` images (true label) and their maps (blue negative, red positive), titled with each map's object share."
+def fig1_figures(ex: Experiment, out: dict, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G×I|")) -> list:
+    "The gallery, one figure per model (galleries split rather than tall): `n_show` images (true label) and their maps (blue negative, red positive), titled with each map's object share."
     import matplotlib.pyplot as plt
-    raw, first, k = unnormalise(ex), ex.runs[0], min(n_show, ex.n_images)
-    fig, axes = plt.subplots(len(first) * k, len(show) + 1, figsize=(2.1 * (len(show) + 1), 2.2 * len(first) * k), squeeze=False)
-    for i, (name, (model, x, y)) in enumerate(first.items()):
+    raw, k, figs = unnormalise(ex), min(n_show, ex.n_images), []
+    for name, (model, x, y) in ex.runs[0].items():
+        fig, axes = plt.subplots(k, len(show) + 1, figsize=(2.1 * (len(show) + 1), 2.2 * k), squeeze=False)
         for j in range(k):
-            r = i * k + j
-            _show_image(axes[r, 0], raw(x[j:j + 1])[0])
-            axes[r, 0].set_ylabel(name.replace(" (", "\n("), fontsize=6); axes[r, 0].set_title(f"true: {class_name(ex, y[j])}", fontsize=7)
+            _show_image(axes[j, 0], raw(x[j:j + 1])[0])
+            axes[j, 0].set_title(f"true: {class_name(ex, y[j])}", fontsize=7)
             for c, mname in enumerate(show):
                 h = out["maps"][name][mname][j].sum(0)
                 lim = float(h.abs().max()) or 1.0
-                axes[r, c + 1].imshow(h, cmap="bwr", vmin=-lim, vmax=lim)
-                axes[r, c + 1].set_title(f"{mname}: {float(out['shares'][name][mname][0][j]):.2f} on object", fontsize=7)
-    for ax in axes.flat: ax.set_xticks([]); ax.set_yticks([])
-    fig.suptitle(f"Figure 1: UFG / WC only / EPC only / DGA / |G×I| ({ex.scale}, {ex.info['data']}, seed {ex.seeds[0]}); "
-                 "share of positive mass on the object ↑", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
-    return fig
+                axes[j, c + 1].imshow(h, cmap="bwr", vmin=-lim, vmax=lim)
+                axes[j, c + 1].set_title(f"{mname}: {float(out['shares'][name][mname][0][j]):.2f} on object", fontsize=7)
+        for ax in axes.flat: ax.set_xticks([]); ax.set_yticks([])
+        fig.suptitle(f"Figure 1, {name}: UFG / WC only / EPC only / DGA / |G×I|\n({ex.scale}, {ex.info['data']}, seed {ex.seeds[0]}); "
+                     "share of positive mass on the object ↑", fontsize=9)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
+        figs.append(fig)
+    return figs
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #31c476eb
 def _log_ratio(path: list, x: Tensor, obj: Tensor) -> Tensor:
@@ -724,26 +724,31 @@ def fig8_diagnoses(ex: Experiment, out: dict) -> str:
                         "the model's evidence includes the background around the silhouette." if ex.scale == "cpu" else "."))
     return "\n".join(lines) or "Every claim holds."
 
-def fig8_figure(ex: Experiment, out: dict, n_show: int = 4):
-    "Per image (true label): DGA's masked inputs x_n beside IG's α·x at the same positions, the DGA map, and p(target) along the DGA path."
+def fig8_figures(ex: Experiment, out: dict, n_show: int = 4, per_figure: int = 2) -> list:
+    "Per image (true label): DGA's masked inputs x_n beside IG's α·x at the same positions, the DGA map, and p(target) along the DGA path; `per_figure` images a figure (galleries split rather than tall)."
+    k = min(n_show, ex.n_images)
+    return [_fig8_part(ex, out, range(s, min(k, s + per_figure)), (s // per_figure + 1, -(-k // per_figure))) for s in range(0, k, per_figure)]
+
+def _fig8_part(ex: Experiment, out: dict, images: range, part: tuple):
     import matplotlib.pyplot as plt
     raw, first, n_steps = unnormalise(ex), out["first"], ex.n_steps
     steps = sorted({min(n, n_steps - 1) for n in (0, 5, 10, 20, n_steps - 1)})
-    k, xf, pf = min(n_show, ex.n_images), out["first"]["x"], out["first"]["path"]
-    fig, axes = plt.subplots(2 * k, len(steps) + 1, figsize=(2 * (len(steps) + 1), 4.2 * k), squeeze=False)
-    for i in range(k):
+    xf, pf = out["first"]["x"], out["first"]["path"]
+    fig, axes = plt.subplots(2 * len(images), len(steps) + 1, figsize=(2 * (len(steps) + 1), 4.2 * len(images)), squeeze=False)
+    for r, i in enumerate(images):
+        top, bottom = axes[2 * r], axes[2 * r + 1]
         for j, n in enumerate(steps):
-            _show_image(axes[2 * i, j], raw(pf[n, i:i + 1])[0]); axes[2 * i, j].set_title(f"DGA x_{n}", fontsize=8)
+            _show_image(top[j], raw(pf[n, i:i + 1])[0]); top[j].set_title(f"DGA x_{n}", fontsize=8)
             a = 1 - n / n_steps
-            _show_image(axes[2 * i + 1, j], raw(a * xf[i:i + 1])[0]); axes[2 * i + 1, j].set_title(f"IG α={a:.2f}", fontsize=8)
-        axes[2 * i, 0].set_ylabel(f"true: {class_name(ex, first['y'][i])}", fontsize=8)
-        axes[2 * i, -1].imshow(first["attr"][i].sum(0), cmap="viridis"); axes[2 * i, -1].set_title("DGA map", fontsize=8)
-        axes[2 * i + 1, -1].plot(out["probs"][0][:, i]); axes[2 * i + 1, -1].set_ylim(0, 1)
-        axes[2 * i + 1, -1].set_title("p(target) on DGA path", fontsize=8); axes[2 * i + 1, -1].set_xlabel("step n", fontsize=7)
+            _show_image(bottom[j], raw(a * xf[i:i + 1])[0]); bottom[j].set_title(f"IG α={a:.2f}", fontsize=8)
+        top[0].set_ylabel(f"true: {class_name(ex, first['y'][i])}", fontsize=8)
+        top[-1].imshow(first["attr"][i].sum(0), cmap="viridis"); top[-1].set_title("DGA map", fontsize=8)
+        bottom[-1].plot(out["probs"][0][:, i]); bottom[-1].set_ylim(0, 1)
+        bottom[-1].set_title("p(target) on DGA path", fontsize=8); bottom[-1].set_xlabel("step n", fontsize=7)
     for ax in axes[:, :-1].flat: ax.set_xticks([]); ax.set_yticks([])
     for ax in axes[::2, -1]: ax.set_xticks([]); ax.set_yticks([])
     fig.suptitle(f"Figure 8: DGA distillation sequence vs IG path ({ex.scale}, {ex.info['data']}, {next(iter(ex.runs[0]))}, "
-                 f"seed {ex.seeds[0]})", fontsize=9)
+                 f"seed {ex.seeds[0]}); part {part[0]} of {part[1]}", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     return fig
 

@@ -26,7 +26,7 @@ from ..vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 __all__ = ['APPENDIX', 'PAPER_TABLE', 'METRICS', 'COLUMNS', 'CLASSIFIER', 'NOTEBOOKS', 'PAPER_FILES', 'SCALES', 'EDGE_FIXES',
            'budget', 'default_weights', 'imagenet_classifier', 'write_fake_weights', 'fit_cached', 'VSMSetup',
            'prior_with', 'vsm_setup', 'units_of', 'per_unit', 'hit_record', 'hit_text', 'Experiment', 'compare_methods',
-           'eval_diagnosis', 'eval_figure', 'prior_samples', 'edge_artefacts', 'edge_text', 'edge_fix',
+           'eval_diagnosis', 'eval_figures', 'prior_samples', 'edge_artefacts', 'edge_text', 'edge_fix',
            'prior_experiment', 'prior_figure', 'pipeline_experiment', 'pipeline_figure']
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #7d506fa7
@@ -398,16 +398,21 @@ def eval_diagnosis(S: VSMSetup, claims: list, measured: dict, kk: dict, units: s
     return "\n".join(lines) if lines else "Every claim holds."
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #55a2d109
-def eval_figure(S: VSMSetup, R: Experiment, n: int = 6):
-    "The gallery: test images (true and predicted class) and every method's map for them, VSM's uncertainty ν last."
+def eval_figures(S: VSMSetup, R: Experiment, n: int = 6, max_rows: int = 4) -> list:
+    "The gallery: test images (true and predicted class) and every method's map for them, VSM's uncertainty ν last; `max_rows` methods a figure (galleries split rather than tall)."
     from attribkit.viz import attribution_grid
     r0 = R.runs[0]; show = list(range(min(n, len(r0["x"]))))
     grid = {name: r0["maps"][name][show] for name in r0["maps"]}
     grid["VSM ν"] = r0["vsm"].uncertainty(r0["x"][show].to(S.device)).cpu()
-    fig = attribution_grid(r0["x"][show], grid, signed={name: name in ("G×I", "DGA") for name in grid}, mean=S.mean, std=S.std,
-                           titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])])
-    fig.suptitle(f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0)", fontsize=9, y=1.01)
-    return fig
+    names, figs = list(grid), []
+    for s in range(0, len(names), max_rows):
+        part = {k: grid[k] for k in names[s:s + max_rows]}
+        fig = attribution_grid(r0["x"][show], part, signed={k: k in ("G×I", "DGA") for k in part}, mean=S.mean, std=S.std,
+                               titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])])
+        fig.suptitle(f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0); "
+                     f"part {s // max_rows + 1} of {-(-len(names) // max_rows)}", fontsize=9, y=1.01)
+        figs.append(fig)
+    return figs
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #9fb2a405
 def _lag1(m: Tensor) -> Tensor:
