@@ -4,18 +4,18 @@
 
 # %% ../nbs/19_claims.ipynb #eb7dfc62
 from __future__ import annotations
-import math
+import math, re
 from typing import Sequence
 import numpy as np
 
-
 # %% auto #0
-__all__ = ['VERDICTS', 'CLAIM_KEYS', 'DRY_RUN', 'SMOKE', 'verdict', 'claim', 'not_evaluable', 'not_evidence', 'run_claims',
-           'scale_note', 'paired', 'mean_se', 'count_verdicts']
+__all__ = ['VERDICTS', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 'verdict', 'check_key', 'claim',
+           'not_evaluable', 'not_evidence', 'run_claims', 'scale_note', 'chance_floor', 'at_chance', 'chance_reason',
+           'unit_effects', 'paired', 'mean_se', 'count_verdicts']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
-CLAIM_KEYS = ("claim", "verdict", "effect", "se", "n", "detail")
+CLAIM_KEYS = ("key", "claim", "verdict", "effect", "se", "n", "detail")
 
 def verdict(effect: float, se: float, n: int) -> str:
     "`holds` if n ≥ 3 and effect > 2·se, `fails` if effect < −2·se (n ≥ 2), `inconclusive` otherwise; `not evaluable` if n < 2 or a value is not finite."
@@ -24,15 +24,24 @@ def verdict(effect: float, se: float, n: int) -> str:
     if effect < -2 * se: return "fails"
     return "inconclusive"
 
-
 # %% ../nbs/19_claims.ipynb #88c626ae
 def _finite(v) -> float | None:
     v = float(v)
     return v if math.isfinite(v) else None
 
-def claim(text: str, effects=None, *, units: str = "images", effect: float | None = None, se: float | None = None,
+KEY = re.compile(r"[a-z0-9][a-z0-9_.+=/-]*")
+
+def check_key(key) -> str:
+    "`key` if it is a claim key (lower-case letters, digits and `_ . + = / -`, e.g. 'mia/gxsi-over-gxi/cifar10'), else a `ValueError`."
+    if not isinstance(key, str) or not KEY.fullmatch(key):
+        raise ValueError(f"`key` must be lower-case letters, digits and _ . + = / - (starting with a letter or digit), "
+                         f"e.g. 'mia/gxsi-over-gxi'; got {key!r}")
+    return key
+
+def claim(key: str, text: str, effects=None, *, units: str = "images", effect: float | None = None, se: float | None = None,
           n: int | None = None, detail: str = "", not_evaluable: str | None = None) -> dict:
     "One claim's verdict from per-unit `effects` (signed: positive = the paper's direction) or from `effect`, `se`, `n`."
+    check_key(key)
     if not isinstance(text, str) or not text.strip(): raise ValueError(f"`text` must be a non-empty string, got {text!r}")
     if effects is not None:
         if effect is not None or se is not None or n is not None:
@@ -50,11 +59,11 @@ def claim(text: str, effects=None, *, units: str = "images", effect: float | Non
     why = not_evaluable or ("" if v != "not evaluable" else f"n = {n} < 2" if n < 2 else "effect or se is not finite")
     if not_evaluable: v = "not evaluable"
     parts = [f"n = {n} {units}"] + ([f"not evaluable: {why}"] if v == "not evaluable" else []) + ([detail] if detail else [])
-    return {"claim": text.strip(), "verdict": v, "effect": _finite(effect), "se": _finite(se), "n": n, "detail": "; ".join(parts)}
+    return {"key": key, "claim": text.strip(), "verdict": v, "effect": _finite(effect), "se": _finite(se), "n": n, "detail": "; ".join(parts)}
 
-def not_evaluable(text: str, reason: str, n: int = 0, units: str = "seeds") -> dict:
+def not_evaluable(key: str, text: str, reason: str, n: int = 0, units: str = "seeds") -> dict:
     "A claim the run cannot speak to (a model at chance, a collapsed student, …), with the reason."
-    return claim(text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason)
+    return claim(key, text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason)
 
 DRY_RUN = "dry run: fake data and weights at a tiny budget show that the paper's path runs, not what it measures"
 SMOKE = "smoke scale: built-in toy data show that the code paths run, not what the paper claims"
@@ -77,6 +86,38 @@ def scale_note(scale: str, dry_run: bool = False) -> str:
     run = f"scale {scale}" + (" (dry run: fake data at a tiny budget)" if dry_run else f", {what}")
     return f"{run}: " + (f"NOT evidence, every claim is not evaluable ({why})" if why else "evidence, claims get verdicts")
 
+# %% ../nbs/19_claims.ipynb #24997f02
+CHANCE_GAP = 0.1   # a model must close at least this share of the gap from chance (1/K) to perfect accuracy
+MIN_SEEDS = 3      # seeds from which a method comparison takes seeds, not images, as its unit
+
+def chance_floor(num_classes: int) -> float:
+    "The accuracy below which a `num_classes`-way classifier counts as at chance: 1/K + `CHANCE_GAP`·(1 − 1/K)."
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
+        raise ValueError(f"`num_classes` must be an integer >= 2, got {num_classes!r}")
+    return 1 / num_classes + CHANCE_GAP * (1 - 1 / num_classes)
+
+def at_chance(accuracy: float, num_classes: int) -> bool:
+    "Whether a classifier with test `accuracy` (a fraction in [0, 1]) over `num_classes` classes is at chance (see `chance_floor`)."
+    a = float(accuracy)
+    if not 0 <= a <= 1: raise ValueError(f"`accuracy` must be a fraction in [0, 1], got {accuracy!r}; divide percentages by 100")
+    return a < chance_floor(num_classes)
+
+def chance_reason(accuracies, num_classes: int, what: str = "model") -> str | None:
+    "The `not evaluable` reason when any of `accuracies` (one per seed, fractions) is at chance, else None."
+    acc = [float(a) for a in np.atleast_1d(np.asarray(accuracies, dtype=np.float64))]
+    low = [a for a in acc if at_chance(a, num_classes)]
+    if not low: return None
+    return (f"{what} at chance: test accuracy {min(low):.3f} < {chance_floor(num_classes):.3f} "
+            f"(chance {1 / num_classes:.3f} + {CHANCE_GAP:g} of the gap to 1)" + (f" in {len(low)} of {len(acc)} seeds" if len(acc) > 1 else ""))
+
+def unit_effects(per_seed, compare: str = "methods") -> tuple[np.ndarray, str]:
+    "One effect per independent unit and the unit's name, from `per_seed` (one entry per seed: the per-image paired effects, or one number). `compare='models'`: seeds (each seed's mean); `compare='methods'`: seeds from `MIN_SEEDS` seeds on, else the paired images pooled. Non-finite values are dropped."
+    if compare not in ("models", "methods"): raise ValueError(f"`compare` must be 'models' or 'methods', got {compare!r}")
+    v = [np.asarray(e.detach().cpu() if hasattr(e, "detach") else e, dtype=np.float64).ravel() for e in per_seed]
+    v = [e[np.isfinite(e)] for e in v]
+    if compare == "models" or len(v) >= MIN_SEEDS:
+        return np.array([e.mean() for e in v if len(e)]), "seeds"
+    return (np.concatenate(v) if v else np.zeros(0)), "paired images"
 
 # %% ../nbs/19_claims.ipynb #bb57c0f9
 def paired(a, b) -> np.ndarray:

@@ -17,7 +17,7 @@ from .core import check_positive_int
 # %% auto #0
 __all__ = ['SHAPE_NAMES', 'FASHION_MNIST_STATS', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_FILES', 'DEBIAN_FASHION_MNIST',
            'CIFAR_STATS', 'IMAGENET_STATS', 'VOC_STATS', 'VOC_CLASSES', 'DataSplits', 'digits', 'moons', 'shapes',
-           'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'CIFARPickles', 'cifar10', 'cifar100',
+           'first', 'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'CIFARPickles', 'cifar10', 'cifar100',
            'imagenet_folder', 'VOCMultiLabel', 'voc2012']
 
 # %% ../nbs/01_data.ipynb #beabf103
@@ -165,6 +165,14 @@ def shapes(n_train: int = 2000, n_test: int = 500, size: int = 32, num_classes: 
     tr, te = slice(0, n_train), slice(n_train, n)
     return DataSplits(TensorDataset(img[tr], y[tr], masks[tr]), TensorDataset(img[te], y[te], masks[te]),
                       num_classes, tuple(mean.tolist()), tuple(std.tolist()), f"shapes-{label}")
+
+# %% ../nbs/01_data.ipynb #56a12192
+def first(data: Dataset, n: int | None) -> Dataset:
+    "The first `n` items of `data` (all of it when `n` is None or ≥ its length); a TensorDataset stays a TensorDataset (the one truncation helper of the paper modules)."
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise ValueError(f"`n` must be None or a count >= 0, got {n!r}")
+    if n is None or n >= len(data): return data
+    return TensorDataset(*(t[:n] for t in data.tensors)) if isinstance(data, TensorDataset) else torch.utils.data.Subset(data, range(n))
 
 # %% ../nbs/01_data.ipynb #d558e921
 FASHION_MNIST_STATS = ((0.5,), (0.5,))

@@ -4,7 +4,7 @@
 
 # %% ../nbs/20c_fake_data.ipynb #2f10ac06
 from __future__ import annotations
-import gzip, importlib, io, pickle, struct, sys, warnings
+import gzip, io, pickle, struct, sys
 from pathlib import Path
 from typing import Sequence
 import numpy as np
@@ -13,7 +13,7 @@ from .data import FASHION_MNIST_FILES, VOC_CLASSES
 # %% auto #0
 __all__ = ['CIFAR10_CLASSES', 'CIFAR100_CLASSES', 'CIFAR100_SUPERCLASSES', 'IMAGENET_WNIDS', 'IMAGE_SIZES', 'idx_bytes',
            'write_fashion_mnist', 'Py2Pickler', 'py2_pickle', 'write_cifar10', 'write_cifar100', 'write_imagenet',
-           'voc_palette', 'write_voc2012', 'write_fake_weights', 'write_fake_data_root']
+           'voc_palette', 'write_voc2012', 'write_fake_data_root']
 
 # %% ../nbs/20c_fake_data.ipynb #796d7a1c
 def _picture(rng: np.random.Generator, width: int, height: int, classes: Sequence[int] = (), num_classes: int = 20,
@@ -235,23 +235,9 @@ def write_voc2012(root, n_train: int = 10, n_val: int = 10, n_seg: int = 4, seed
     return voc
 
 # %% ../nbs/20c_fake_data.ipynb #f137fcd1
-def write_fake_weights(data_root) -> list[str]:
-    "Each paper module's `write_fake_weights(data_root)` (see `attribkit.papers`); return the modules that wrote weights."
-    from attribkit import papers
-    done, missing = [], []
-    for name in papers.PAPERS.values():
-        try: mod = importlib.import_module(f"attribkit.papers.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"attribkit.papers.{name}": raise
-            missing.append(name); continue
-        if hasattr(mod, "write_fake_weights"): mod.write_fake_weights(Path(data_root)); done.append(name)
-    if missing: warnings.warn(f"no paper module attribkit.papers.{{{','.join(missing)}}} yet: their fake weights are not written")
-    return done
-
-def write_fake_data_root(root, seed: int = 0, weights: bool = True) -> Path:
-    "Write format-faithful fake Fashion-MNIST, CIFAR-10/100, ImageNet and VOC2012 under `root`, then (if `weights`) the paper modules' weights."
+def write_fake_data_root(root, seed: int = 0) -> Path:
+    "Write format-faithful fake Fashion-MNIST, CIFAR-10/100, ImageNet and VOC2012 under `root` (the paper modules' weight files: `attribkit.papers.write_paper_weights`)."
     root = Path(root); root.mkdir(parents=True, exist_ok=True)
     write_fashion_mnist(root, seed=seed); write_cifar10(root, seed=seed); write_cifar100(root, seed=seed)
     write_imagenet(root, seed=seed); write_voc2012(root, seed=seed)
-    if weights: write_fake_weights(root)
     return root

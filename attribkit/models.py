@@ -17,8 +17,9 @@ from . import distributed
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'make_activation', 'Net', 'num_params', 'ScaleBatchNorm2d',
            'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5', 'moons_mlp', 'BasicBlock',
-           'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate', 'cache_dir', 'cache_key',
-           'data_fingerprint', 'model_fingerprint', 'train_cached', 'read_checkpoint', 'load_weights']
+           'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate', 'cache_dir',
+           'data_fingerprint', 'model_fingerprint', 'cached', 'cache_key', 'train_cached', 'read_checkpoint',
+           'load_weights']
 
 # %% ../nbs/02_models.ipynb #d620b1e4
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
@@ -398,14 +399,6 @@ def cache_dir() -> Path:
     "The checkpoint folder: $ATTRIBKIT_CACHE or ~/.cache/attribkit."
     return Path(os.environ.get("ATTRIBKIT_CACHE") or Path.home() / ".cache" / "attribkit").expanduser()
 
-def cache_key(model_fn: Callable | str, config: dict, data_key: str, recipe: dict, seed: int) -> str:
-    "SHA-256 hex digest of (model function, config, data key, recipe, seed, library version)."
-    import attribkit
-    name = model_fn if isinstance(model_fn, str) else f"{model_fn.__module__}.{model_fn.__qualname__}"
-    blob = json.dumps({"model": name, "config": config, "data": data_key, "recipe": recipe, "seed": seed,
-                       "version": attribkit.__version__}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
 def _tensor_digest(named) -> str:
     "SHA-256 over (name, tensor) pairs: each name, dtype, shape and the raw bytes."
     h = hashlib.sha256()
@@ -423,25 +416,49 @@ def model_fingerprint(model: nn.Module) -> str:
     "SHA-256 of a model's state dict (names, dtypes, shapes and values), e.g. to key data derived from a trained model."
     return _tensor_digest(model.state_dict().items())
 
+def cached(name: str, spec: dict, build: Callable[[dict], nn.Module], fit: Callable[[nn.Module, dict], dict], seed: int = 0,
+           memory: dict | None = None) -> tuple[nn.Module, dict]:
+    "The one checkpoint cache: `build(spec)` then `fit(model, spec)` → history, or the weights and history stored under the key of (`name`, `spec`, `seed`, library version). Build and fit read only `spec`, so the key cannot drift from what made the model. `memory`: a dict used instead of the disk (a dry run never writes the shared cache)."
+    import attribkit
+    blob = json.dumps({"model": name, **spec, "seed": seed, "version": attribkit.__version__}, sort_keys=True, default=str)
+    key = hashlib.sha256(blob.encode()).hexdigest()
+    path = cache_dir() / f"{key}.pt"
+    model = build(spec)
+    if memory is not None: ck = memory.get(key)
+    elif distributed.agree(path.exists()):                   # rank 0 decides, so every rank takes the same branch
+        ck = distributed.agree(torch.load(path, map_location="cpu", weights_only=True) if distributed.is_main() else None)
+    else: ck = None
+    if ck is not None:
+        model.load_state_dict(ck["state_dict"]); model.eval()
+        return model, dict(ck["history"], cached=True)
+    hist = fit(model, spec)
+    ck = {"state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "history": hist, "key": key}
+    if memory is not None: memory[key] = ck
+    elif distributed.is_main(): atomic_save(ck, path)
+    distributed.barrier()
+    return model, dict(hist, cached=False)
+
+def cache_key(model_fn: Callable | str, config: dict, data_key: str, recipe: dict, seed: int) -> str:
+    "The key `train_cached` stores a model under: SHA-256 of (model function, config, data key, recipe, seed, library version)."
+    import attribkit
+    name = model_fn if isinstance(model_fn, str) else f"{model_fn.__module__}.{model_fn.__qualname__}"
+    blob = json.dumps({"model": name, "config": config, "data": data_key, "recipe": recipe, "seed": seed,
+                       "version": attribkit.__version__}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
 def train_cached(model_fn: Callable[..., nn.Module], config: dict, train_data: Dataset, data_key: str,
                  recipe: dict, seed: int = 0, device="auto", progress: bool = True,
                  test_data: Dataset | None = None) -> tuple[nn.Module, dict]:
-    "Build `model_fn(**config)` (seeded) and train it with `train(**recipe)`, or load it from the checkpoint cache."
-    key = cache_key(model_fn, config, f"{data_key}:{data_fingerprint(train_data)}", recipe, seed)
-    path = cache_dir() / f"{key}.pt"
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = model_fn(**config)
-    if distributed.agree(path.exists()):                     # rank 0 decides, so every rank takes the same branch
-        ck = distributed.agree(torch.load(path, map_location="cpu", weights_only=True) if distributed.is_main() else None)
-        model.load_state_dict(ck["state_dict"]); model.eval()
-        return model, dict(ck["history"], cached=True)
-    hist = train(model, train_data, seed=seed, device=device, progress=progress, test_data=test_data, **recipe)
-    if distributed.is_main():
-        atomic_save({"state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "history": hist,
-                     "key": key}, path)
-    distributed.barrier()
-    return model, dict(hist, cached=False)
+    "Build `model_fn(**config)` (seeded) and train it with `train(**recipe)`, or load it from the checkpoint cache (`cached`)."
+    def build(spec):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return model_fn(**spec["config"])
+    def fit(model, spec):
+        return train(model, train_data, seed=seed, device=device, progress=progress, test_data=test_data, **spec["recipe"])
+    name = model_fn if isinstance(model_fn, str) else f"{model_fn.__module__}.{model_fn.__qualname__}"
+    spec = {"config": config, "data": f"{data_key}:{data_fingerprint(train_data)}", "recipe": recipe}
+    return cached(name, spec, build, fit, seed)
 
 # %% ../nbs/02_models.ipynb #8ffd9ed0
 def _why(e: Exception) -> str:

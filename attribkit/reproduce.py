@@ -446,6 +446,7 @@ def dry_run(nbs_dir=None, out=None, data_root=None, only: Sequence[str] | None =
     "Run the notebooks' paper paths (`dry_run=True`) on fake data written to `data_root` (default: temporary, removed); return records, out and data_root."
     import tempfile
     from attribkit.fake_data import write_fake_data_root
+    from attribkit.papers import write_paper_weights
     if int(os.environ.get("WORLD_SIZE", "1")) > 1: raise ValueError("--dry-run runs on one machine: start it without torchrun")
     if "dry_run" in (parameters or {}): raise ValueError("the dry run sets the parameter `dry_run` itself")
     if data_root is not None and Path(data_root).exists() and any(Path(data_root).iterdir()):
@@ -456,6 +457,7 @@ def dry_run(nbs_dir=None, out=None, data_root=None, only: Sequence[str] | None =
     old_cache = os.environ.get("ATTRIBKIT_CACHE")
     try:
         write_fake_data_root(root, seed=seed)
+        write_paper_weights(root, seed=seed)
         os.environ["ATTRIBKIT_CACHE"] = str(root / ".cache")
         recs = run_all(nbs_dir, out, scale="paper", seed=seed, device=device, data_root=str(root), only=only, jobs=jobs,
                        force=True, progress=progress, nproc=nproc, figures=figures, parameters={**(parameters or {}), "dry_run": True},

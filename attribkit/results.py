@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt, json, math, numbers, os, platform
 from pathlib import Path
 from .core import atomic_write
-from .claims import CLAIM_KEYS, VERDICTS, count_verdicts, verdict
+from .claims import CLAIM_KEYS, VERDICTS, check_key, count_verdicts, verdict
 
 # %% auto #0
 __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
@@ -15,7 +15,7 @@ __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versi
            'show_paper_table', 'show_claims', 'save_figure', 'save_figures']
 
 # %% ../nbs/20a_results.ipynb #95024a68
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3   # 3: every claim has a `key`; files of schema 2 (claims without keys) are still read
 SCALES = ("smoke", "cpu", "paper")
 RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra")
 
@@ -54,7 +54,8 @@ def validate_results(d: dict) -> dict:
     missing, unknown = [k for k in RESULT_KEYS if k not in d], sorted(set(d) - set(RESULT_KEYS))
     if missing: raise ValueError(f"results miss the keys {missing}")
     if unknown: raise ValueError(f"results have unknown keys {unknown}; put extra data under `extra`")
-    if d["schema"] != SCHEMA_VERSION: raise ValueError(f"`schema` must be {SCHEMA_VERSION}, got {d['schema']!r}")
+    if d["schema"] not in (2, SCHEMA_VERSION): raise ValueError(f"`schema` must be {SCHEMA_VERSION} (or 2 for a file written before claim keys), got {d['schema']!r}")
+    claim_keys = set(CLAIM_KEYS) - ({"key"} if d["schema"] == 2 else set())
     name = d["name"]
     if not isinstance(name, str) or not name or name != Path(name).name or name.startswith("."):
         raise ValueError(f"`name` must be a plain file stem like 'mia_gxsi', got {name!r}")
@@ -64,8 +65,9 @@ def validate_results(d: dict) -> dict:
     _check_cells(d["paper"], "paper", nonempty=False)
     if not isinstance(d["claims"], list): raise ValueError(f"`claims` must be a list, got {type(d['claims']).__name__}")
     for i, c in enumerate(d["claims"]):
-        if not isinstance(c, dict) or set(c) != set(CLAIM_KEYS):
-            raise ValueError(f"`claims[{i}]` must be a dict with exactly the keys {list(CLAIM_KEYS)}, got {c!r}")
+        if not isinstance(c, dict) or set(c) != claim_keys:
+            raise ValueError(f"`claims[{i}]` must be a dict with exactly the keys {[k for k in CLAIM_KEYS if k in claim_keys]}, got {c!r}")
+        if "key" in c: check_key(c["key"])
         if not isinstance(c["claim"], str) or not c["claim"].strip(): raise ValueError(f"`claims[{i}]['claim']` must be a non-empty string")
         if c["verdict"] not in VERDICTS: raise ValueError(f"`claims[{i}]['verdict']` must be one of {VERDICTS}, got {c['verdict']!r}")
         for k in ("effect", "se"):
@@ -81,6 +83,9 @@ def validate_results(d: dict) -> dict:
         if d["scale"] == "smoke" and c["verdict"] != "not evaluable":
             raise ValueError(f"`claims[{i}]['verdict']` is {c['verdict']!r} at scale 'smoke': toy data give no verdicts; "
                              "pass the claims through attribkit.claims.run_claims(claims, scale, dry_run)")
+    keys = [c["key"] for c in d["claims"] if "key" in c]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"`claims` repeat the keys {sorted({k for k in keys if keys.count(k) > 1})}; each claim needs its own key")
     v = d["versions"]
     if not isinstance(v, dict) or any(not isinstance(v.get(k), str) for k in ("python", "torch", "attribkit")):
         raise ValueError(f"`versions` must hold the strings 'python', 'torch' and 'attribkit', got {v!r}")

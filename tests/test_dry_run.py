@@ -24,7 +24,7 @@ def kernel_env(monkeypatch, tmp_path):
 
 
 def test_fake_data_root_is_deterministic_and_readable(tmp_path):
-    a, b = write_fake_data_root(tmp_path / "a", weights=False), write_fake_data_root(tmp_path / "b", weights=False)
+    a, b = write_fake_data_root(tmp_path / "a"), write_fake_data_root(tmp_path / "b")
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)

@@ -79,8 +79,8 @@ def test_html_report_offline_links(runs):
 
 
 def good():
-    return {"schema": 2, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
-            "claims": [claim("a < paper", [1.0, 0.9, 1.1], units="seeds")],
+    return {"schema": 3, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
+            "claims": [claim("a-below-paper", "a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
             "created": "2026-01-01T00:00:00+00:00", "extra": {}}
 
@@ -115,7 +115,7 @@ def test_validate_rejects_bad_dicts(change, msg):
 def test_save_results_atomic_and_plain(tmp_path):
     import numpy as np, torch
     p = save_results("r", {"a": np.float32(0.5), "b": torch.tensor(2), "c": {"mean": np.float64(1), "std": 0.1, "n": 3}},
-                     {"a": 0.6}, [claim("c", torch.tensor([0.5, 0.4, 0.6]), detail="d")], "cpu", np.int64(4), out_dir=tmp_path)
+                     {"a": 0.6}, [claim("c", "c", torch.tensor([0.5, 0.4, 0.6]), detail="d")], "cpu", np.int64(4), out_dir=tmp_path)
     d = load_results(p)
     assert d["measured"] == {"a": 0.5, "b": 2, "c": {"mean": 1.0, "std": 0.1, "n": 3}} and d["seed"] == 4
     assert d["claims"][0]["verdict"] == "holds" and d["versions"]["attribkit"] == attribkit.__version__
@@ -213,7 +213,7 @@ def test_generated_markdown_has_no_stray_emphasis():
     "Claim texts, details and table names with `*`, `_` and `|` render literally (one escaping function, results.md_escape)."
     from attribkit.report import summary_markdown
     from attribkit.results import fmt_claim, paper_table
-    c = claim("DGA(G*I) beats |G*I| and G*I's m*_10", [1.0, 1.1, 0.9], detail="per-seed Q_1 − Q_0; *not* emphasis")
+    c = claim("dga-beats-gxi", "DGA(G*I) beats |G*I| and G*I's m*_10", [1.0, 1.1, 0.9], detail="per-seed Q_1 − Q_0; *not* emphasis")
     md = "\n".join([f"- {fmt_claim(c)}", "", paper_table({"G*I": {"m*_10": 1.0}, "PG×I (|∇|⊙z)": {"m*_10": 2.0}}, {"G*I": {"m*_10": 0.5}},
                                                     title="Object coverage of m*_10 (%)")])
     assert _emphasis(md) == [], _emphasis(md)

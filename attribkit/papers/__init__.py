@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 # %% auto #0
-__all__ = ['PAPERS', 'paper_module', 'paper_files', 'write_fake_weights']
+__all__ = ['PAPERS', 'paper_module', 'paper_files', 'weight_files', 'write_paper_weights']
 
 # %% ../../nbs/papers/00_papers.ipynb #f5515c9d
 PAPERS = {"distill": "distillation", "dga": "gradient_aggregation", "merging": "neuron_merging",
@@ -27,8 +27,14 @@ def paper_files(notebook: str) -> list[str]:
     "The paths under `data_root` that `notebook` reads at paper scale (data sets and weight files); [] if it needs none."
     return list(getattr(paper_module(notebook), "PAPER_FILES", {}).get(Path(str(notebook)).stem, []))
 
-def write_fake_weights(data_root) -> None:
-    "Let every paper module write its randomly initialised weight files under `data_root` (for the dry run)."
-    for name in PAPERS.values():
+def weight_files() -> list:
+    "The `WEIGHT_FILES` every paper module declares (`attribkit.papers.experiment.WeightFile`)."
+    return [f for name in PAPERS.values() for f in getattr(importlib.import_module(f"attribkit.papers.{name}"), "WEIGHT_FILES", [])]
+
+def write_paper_weights(data_root, seed: int = 0) -> list[Path]:
+    "Write every declared weight file once under `data_root`, randomly initialised (for the dry run)."
+    from attribkit.papers.experiment import write_weight_files
+    for name in PAPERS.values():   # modules not yet declaring WEIGHT_FILES write their own
         mod = importlib.import_module(f"attribkit.papers.{name}")
         if hasattr(mod, "write_fake_weights"): mod.write_fake_weights(Path(data_root))
+    return write_weight_files(data_root, weight_files(), seed)
