@@ -4,7 +4,7 @@
 
 # %% ../../nbs/papers/00a_experiment.ipynb #76c48e3c
 from __future__ import annotations
-import time
+import functools, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -15,7 +15,8 @@ from ..core import atomic_save, resolve_device
 from ..results import SCALES, fmt_claim, md_escape, save_figure, save_figures, save_results
 
 # %% auto #0
-__all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'WeightFile', 'write_weight_files']
+__all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'WeightFile', 'write_weight_files', 'torchvision_model',
+           'torchvision_weights']
 
 # %% ../../nbs/papers/00a_experiment.ipynb #7ef61db4
 BUDGET_ROWS = (*SCALES, "dry_run")
@@ -174,3 +175,16 @@ def write_weight_files(data_root, files: Iterable[WeightFile], seed: int = 0) ->
             raise ValueError(f"weight file {f.path!r} is declared twice with different contents ({old.dtype} vs {f.dtype}, "
                              "or another builder or format): give one of them its own path")
     return [f.write(data_root, seed) for f in by_path.values()]
+
+# %% ../../nbs/papers/00a_experiment.ipynb #d5142b84
+def torchvision_model(arch: str) -> nn.Module:
+    "torchvision's `arch` (e.g. 'vgg16', 'resnet50', 'inception_v3' with its auxiliary head), randomly initialised, no weights downloaded."
+    import torchvision
+    if not hasattr(torchvision.models, arch): raise ValueError(f"`arch` {arch!r} is not a torchvision.models architecture")
+    kw = dict(aux_logits=True, init_weights=False, transform_input=True) if arch == "inception_v3" else {}
+    return getattr(torchvision.models, arch)(weights=None, **kw)
+
+@functools.cache
+def torchvision_weights(arch: str) -> WeightFile:
+    "The declaration of `weights/<arch>.pth`, a torchvision state dict, shared by every paper that reads it (float16 in the dry run; loading casts back)."
+    return WeightFile(f"weights/{arch}.pth", functools.partial(torchvision_model, arch), torch.float16)
