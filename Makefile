@@ -10,7 +10,7 @@ JOBS ?= 2
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: reproduce record data test check sync-check pytest nbtest slow-tests bench gpu-check lab
+.PHONY: reproduce record data test check sync-check format pytest nbtest slow-tests bench gpu-check lab
 
 $(STAMP): settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ sync-check: $(STAMP)
 	  echo "Notebooks and library are not in sync (or notebooks not clean): run nbdev_clean && nbdev_export and commit"; \
 	  git status --porcelain; exit 1; fi; \
 	echo "notebooks clean and in sync with attribkit/"
+	@$(BIN)/ruff format --check -q nbs/papers || { echo "nbs/papers is not formatted: run make format and commit"; exit 1; }
+
+# The paper layer's notebooks formatted by ruff (one statement per line), then exported
+format: $(STAMP)
+	$(BIN)/ruff format -q nbs/papers && $(BIN)/nbdev_clean && $(BIN)/nbdev_export
 
 # pytest.ini_options in pyproject.toml deselect the tests marked slow; `slow-tests` runs only those, one at a time, so
 # that the dry run's two notebook kernels have the two cores to themselves

@@ -12,8 +12,14 @@ from types import ModuleType
 __all__ = ['PAPERS', 'paper_module', 'paper_files', 'weight_files', 'write_paper_weights']
 
 # %% ../../nbs/papers/00_papers.ipynb #f5515c9d
-PAPERS = {"distill": "distillation", "dga": "gradient_aggregation", "merging": "neuron_merging",
-          "mask": "attribution_masks", "vsal": "variational_saliency"}   # repro notebook prefix → module of attribkit.papers
+PAPERS = {
+    "distill": "distillation",
+    "dga": "gradient_aggregation",
+    "merging": "neuron_merging",
+    "mask": "attribution_masks",
+    "vsal": "variational_saliency",
+}  # repro notebook prefix → module of attribkit.papers
+
 
 def paper_module(notebook: str) -> ModuleType:
     "The `attribkit.papers` module that serves the repro notebook `notebook` (a name like 'dga_table1_local' or a path)."
@@ -23,18 +29,25 @@ def paper_module(notebook: str) -> ModuleType:
         raise ValueError(f"`notebook` {stem!r} has no paper prefix; repro notebooks start with one of {sorted(PAPERS)} + '_'")
     return importlib.import_module(f"attribkit.papers.{PAPERS[prefix]}")
 
+
 def paper_files(notebook: str) -> list[str]:
     "The paths under `data_root` that `notebook` reads at paper scale (data sets and weight files); [] if it needs none."
     return list(getattr(paper_module(notebook), "PAPER_FILES", {}).get(Path(str(notebook)).stem, []))
 
+
 def weight_files() -> list:
     "The `WEIGHT_FILES` every paper module declares (`attribkit.papers.experiment.WeightFile`)."
-    return [f for name in PAPERS.values() for f in getattr(importlib.import_module(f"attribkit.papers.{name}"), "WEIGHT_FILES", [])]
+    return [
+        f for name in PAPERS.values() for f in getattr(importlib.import_module(f"attribkit.papers.{name}"), "WEIGHT_FILES", [])
+    ]
+
 
 def write_paper_weights(data_root, seed: int = 0) -> list[Path]:
     "Write every declared weight file once under `data_root`, randomly initialised (for the dry run)."
     from attribkit.papers.experiment import write_weight_files
-    for name in PAPERS.values():   # modules not yet declaring WEIGHT_FILES write their own
+
+    for name in PAPERS.values():  # modules not yet declaring WEIGHT_FILES write their own
         mod = importlib.import_module(f"attribkit.papers.{name}")
-        if hasattr(mod, "write_fake_weights"): mod.write_fake_weights(Path(data_root))
+        if hasattr(mod, "write_fake_weights"):
+            mod.write_fake_weights(Path(data_root))
     return write_weight_files(data_root, weight_files(), seed)

@@ -21,9 +21,11 @@ __all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'WeightFile', 'w
 # %% ../../nbs/papers/00a_experiment.ipynb #7ef61db4
 BUDGET_ROWS = (*SCALES, "dry_run")
 
+
 @dataclass
 class Run:
     "One run of a repro notebook: its name, scale, seeds, device, data and weights, the budget row it runs at, and its clock."
+
     name: str
     scale: str = "smoke"
     seed: int = 0
@@ -57,8 +59,10 @@ class Run:
     def data_path(self, rel: str) -> Path:
         "`data_root / rel`; a `ValueError` when the run has no `data_root`."
         if self.data_root is None:
-            raise ValueError(f"`data_root` is None but {self.name} at scale {self.scale!r} reads {rel!r} from it: "
-                             "pass data_root=FOLDER holding the papers' data sets")
+            raise ValueError(
+                f"`data_root` is None but {self.name} at scale {self.scale!r} reads {rel!r} from it: "
+                "pass data_root=FOLDER holding the papers' data sets"
+            )
         return Path(self.data_root).expanduser() / rel
 
     def weights_path(self, default: str) -> Path:
@@ -69,25 +73,51 @@ class Run:
         knobs = ", ".join(f"{k}={v}" for k, v in self.budget.items())
         return f"{scale_note(self.scale, self.dry_run)}\n{self.name}: seeds {self.seeds}, device {self.device}; budget: {knobs}"
 
-def start(name: str, budgets: Mapping[str, dict], scale: str = "smoke", seed: int = 0, device="auto", data_root=None,
-          weights=None, dry_run: bool = False, out_dir="results", **knobs) -> Run:
+
+def start(
+    name: str,
+    budgets: Mapping[str, dict],
+    scale: str = "smoke",
+    seed: int = 0,
+    device="auto",
+    data_root=None,
+    weights=None,
+    dry_run: bool = False,
+    out_dir="results",
+    **knobs,
+) -> Run:
     "A `Run` of notebook `name` at `scale` (the `dry_run` row with `dry_run=True`) of the paper's `budgets`, with each knob given (not None) in place of the row's value."
-    if scale not in SCALES: raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
+    if scale not in SCALES:
+        raise ValueError(f"`scale` must be one of {SCALES}, got {scale!r}")
     missing = [r for r in BUDGET_ROWS if r not in budgets]
-    if missing: raise ValueError(f"`budgets` must have the rows {list(BUDGET_ROWS)}; missing {missing}")
-    if isinstance(seed, bool) or not isinstance(seed, int): raise TypeError(f"`seed` must be an int, got {seed!r}")
+    if missing:
+        raise ValueError(f"`budgets` must have the rows {list(BUDGET_ROWS)}; missing {missing}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"`seed` must be an int, got {seed!r}")
     row = dict(budgets["dry_run" if dry_run else scale])
     for k, v in knobs.items():
-        if v is None: continue
-        if k not in row: raise ValueError(f"`{k}` is not a knob of this paper's budget; its knobs are {sorted(row)}")
+        if v is None:
+            continue
+        if k not in row:
+            raise ValueError(f"`{k}` is not a knob of this paper's budget; its knobs are {sorted(row)}")
         row[k] = v
-    return Run(name, scale, seed, str(device), None if data_root is None else str(data_root),
-               None if weights is None else str(weights), bool(dry_run), str(out_dir), row)
+    return Run(
+        name,
+        scale,
+        seed,
+        str(device),
+        None if data_root is None else str(data_root),
+        None if weights is None else str(weights),
+        bool(dry_run),
+        str(out_dir),
+        row,
+    )
 
 # %% ../../nbs/papers/00a_experiment.ipynb #408fd67d
 @dataclass
 class Result:
     "What a protocol step returns: paper-shaped tables (markdown), measured and paper cells, keyed claims, keyed diagnoses, figures and extra data; `show` and `save` are the same for every paper."
+
     run: Run
     tables: list = field(default_factory=list)
     measured: dict = field(default_factory=dict)
@@ -100,7 +130,8 @@ class Result:
     def claim(self, key: str) -> dict:
         "The claim with `key`; a `KeyError` naming the keys there are."
         for c in self.claims:
-            if c["key"] == key: return c
+            if c["key"] == key:
+                return c
         raise KeyError(f"no claim with key {key!r}; this result has {[c['key'] for c in self.claims]}")
 
     @property
@@ -112,48 +143,77 @@ class Result:
         "Markdown: the tables, the claims with their verdict counts, the diagnoses."
         claims = self.reported_claims
         counts = ", ".join(f"{k} {v}" for k, v in count_verdicts(claims).items())
-        out = list(self.tables) + ["**Claims**", "\n".join(f"- {fmt_claim(c)}" for c in claims) or "- (no claims)", f"Verdicts: {counts}"]
+        out = list(self.tables) + [
+            "**Claims**",
+            "\n".join(f"- {fmt_claim(c)}" for c in claims) or "- (no claims)",
+            f"Verdicts: {counts}",
+        ]
         if self.diagnoses:
             verdicts = {c["key"]: c["verdict"] for c in self.claims}
-            out += ["**Diagnoses** (measured in this run)",
-                    "\n".join(f"- `{k}` ({verdicts.get(k, '—')}): {md_escape(t)}" for k, t in self.diagnoses.items())]
+            out += [
+                "**Diagnoses** (measured in this run)",
+                "\n".join(f"- `{k}` ({verdicts.get(k, '—')}): {md_escape(t)}" for k, t in self.diagnoses.items()),
+            ]
         return "\n\n".join(out)
 
-    def _repr_markdown_(self) -> str: return self.report()
+    def _repr_markdown_(self) -> str:
+        return self.report()
 
     def show(self) -> None:
         "Display `report()` as markdown in a notebook (printed elsewhere)."
         try:
             from IPython.display import Markdown, display
+
             display(Markdown(self.report()))
-        except ImportError: print(self.report())
+        except ImportError:
+            print(self.report())
 
     def save(self, name: str | None = None) -> Path:
         "Write the figures (`figures`: name → figure or list of parts) and `<out_dir>/<name>.json` (default: the run's name); return the JSON's path."
         r = self.run
         for fig_name, fig in self.figures.items():
-            if isinstance(fig, (list, tuple)): save_figures(fig, fig_name, r.out_dir)
-            else: save_figure(fig, fig_name, r.out_dir)
-        extra = {"seeds": r.seeds, "budget": r.budget, "dry_run": r.dry_run, "tables": list(self.tables),
-                 "diagnoses": dict(self.diagnoses)} | self.extra
-        return save_results(name or r.name, self.measured, self.paper, self.reported_claims, r.scale, r.seed, r.out_dir,
-                            wall_time=r.elapsed(), extra=extra)
+            if isinstance(fig, (list, tuple)):
+                save_figures(fig, fig_name, r.out_dir)
+            else:
+                save_figure(fig, fig_name, r.out_dir)
+        extra = {
+            "seeds": r.seeds,
+            "budget": r.budget,
+            "dry_run": r.dry_run,
+            "tables": list(self.tables),
+            "diagnoses": dict(self.diagnoses),
+        } | self.extra
+        return save_results(
+            name or r.name,
+            self.measured,
+            self.paper,
+            self.reported_claims,
+            r.scale,
+            r.seed,
+            r.out_dir,
+            wall_time=r.elapsed(),
+            extra=extra,
+        )
+
 
 def diagnose(result: Result, rules: Mapping[str, Callable[[Result, dict], str]]) -> dict:
     "For each claim of `result` whose measured verdict is not `holds`, the text of the rule keyed by the longest '/'-prefix of its key (`rules[prefix](result, claim)`, which reads measurements of `result`); stored in and returned as `result.diagnoses`."
     for c in result.claims:
-        if c["verdict"] == "holds": continue
+        if c["verdict"] == "holds":
+            continue
         parts = c["key"].split("/")
         rule = next((rules[p] for p in ("/".join(parts[:k]) for k in range(len(parts), 0, -1)) if p in rules), None)
         if rule is not None:
             text = rule(result, c)
-            if text: result.diagnoses[c["key"]] = text
+            if text:
+                result.diagnoses[c["key"]] = text
     return result.diagnoses
 
 # %% ../../nbs/papers/00a_experiment.ipynb #3f0b56bd
 @dataclass(frozen=True)
 class WeightFile:
     "A weight file a paper notebook reads under `data_root`: its `path`, the architecture `build()` it holds, the `dtype` it is stored in, and `wrap(state_dict)` (the file's own format; None stores the state dict)."
+
     path: str
     build: Callable[[], nn.Module]
     dtype: torch.dtype = torch.float32
@@ -166,23 +226,29 @@ class WeightFile:
             sd = {k: v.to(self.dtype) if v.is_floating_point() else v for k, v in self.build().state_dict().items()}
         return atomic_save(self.wrap(sd) if self.wrap else sd, Path(data_root) / self.path)
 
+
 def write_weight_files(data_root, files: Iterable[WeightFile], seed: int = 0) -> list[Path]:
     "Write each declared weight file once under `data_root`; two declarations of one path must agree (same builder, dtype and format)."
     by_path: dict[str, WeightFile] = {}
     for f in files:
         old = by_path.setdefault(f.path, f)
         if (old.build, old.dtype, old.wrap) != (f.build, f.dtype, f.wrap):
-            raise ValueError(f"weight file {f.path!r} is declared twice with different contents ({old.dtype} vs {f.dtype}, "
-                             "or another builder or format): give one of them its own path")
+            raise ValueError(
+                f"weight file {f.path!r} is declared twice with different contents ({old.dtype} vs {f.dtype}, "
+                "or another builder or format): give one of them its own path"
+            )
     return [f.write(data_root, seed) for f in by_path.values()]
 
 # %% ../../nbs/papers/00a_experiment.ipynb #d5142b84
 def torchvision_model(arch: str) -> nn.Module:
     "torchvision's `arch` (e.g. 'vgg16', 'resnet50', 'inception_v3' with its auxiliary head), randomly initialised, no weights downloaded."
     import torchvision
-    if not hasattr(torchvision.models, arch): raise ValueError(f"`arch` {arch!r} is not a torchvision.models architecture")
+
+    if not hasattr(torchvision.models, arch):
+        raise ValueError(f"`arch` {arch!r} is not a torchvision.models architecture")
     kw = dict(aux_logits=True, init_weights=False, transform_input=True) if arch == "inception_v3" else {}
     return getattr(torchvision.models, arch)(weights=None, **kw)
+
 
 @functools.cache
 def torchvision_weights(arch: str) -> WeightFile:
