@@ -282,10 +282,14 @@ def setup(run: Run) -> VSMSetup:
     fit_kw = dict(epochs=b["vsm_epochs"], batch_size=b["batch"], lr=b["lr"], k_start=k_start)
     return VSMSetup(run, settings=settings, fit_kw=fit_kw, generator=g, memory={} if run.dry_run else None, **parts)
 
-# %% ../../nbs/papers/05_variational_saliency.ipynb #45efb4ff
+# %% ../../nbs/papers/05_variational_saliency.ipynb #09199e6e
 def _per_unit(runs: list, f) -> np.ndarray:
-    "`f(run)` per run (a vector over test images) → one value per unit (`unit_effects`, methods on one classifier)."
-    return unit_effects([f(r) for r in runs], "methods")[0]
+    "`f(run)` per run (a vector over test images) → one value per unit (`unit_effects`, methods on one classifier); NaNs (an image without the pixels a score needs) are left out."
+    per = [np.asarray(f(r), dtype=np.float64) for r in runs]
+    effects, units = unit_effects(per, "methods")
+    if units == "seeds":   # each seed's mean as np.nanmean sums it (the record's numbers to the last bit)
+        return np.array([np.nanmean(p) for p in per if np.isfinite(p).any()])
+    return effects
 
 def _units(runs: list) -> str:
     return unit_effects([np.zeros(1) for _ in runs], "methods")[1]
