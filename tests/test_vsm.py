@@ -217,10 +217,162 @@ def test_encoder_padding_mode():
 
 
 def test_paper_classifier_of_another_architecture_fails(tmp_path):
-    "The VSM paper classifier (`weights_path`) holding another model's weights: a ValueError naming the file and the expected ResNet-50."
+    "The VSM paper classifier (`weights`) holding another model's weights: a ValueError naming the file and the expected ResNet-50."
     from attribkit.models import lenet_300_100
-    from attribkit.papers.variational_saliency import imagenet_classifier
+    from attribkit.papers.variational_saliency import _classifier
     p = tmp_path / "resnet50.pth"; torch.save(lenet_300_100().state_dict(), p)
     with pytest.raises(ValueError) as e:
-        imagenet_classifier(p)
-    assert str(e.value).startswith(f"classifier weights (`weights_path`) {p} does not fit torchvision.models.resnet50(): the file has 6 tensors")
+        _classifier(p)
+    assert str(e.value).startswith(f"classifier weights (`weights`) {p} does not fit torchvision.models.resnet50(): the file has 6 tensors")
+
+
+# ---- the paper layer (attribkit.papers.variational_saliency): each step on a hand-built setup ----
+
+def _tiny_setup(tmp_path, seeds=1, accuracy=0.9):
+    "12×12 images, a random 3-class classifier, VSMs fitted in memory for one epoch."
+    from torch.utils.data import TensorDataset
+    from attribkit.papers import variational_saliency as P
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 3, 12, 12, generator=g)
+    masks = torch.zeros(8, 3, 12, 12, dtype=torch.bool); masks[:, 0, 3:8, 3:8] = True; masks[:, 1, 6:10, 2:6] = True
+    torch.manual_seed(0)
+    clf = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 3)).eval()
+    run = P.start("vsal_eval", P.BUDGETS, "cpu", seeds=seeds, out_dir=str(tmp_path))
+    settings = dict(k=0.25, beta=0.1, prior="ar1", topk="sinkhorn", width=0.125, topk_kw=dict(n_iter=10))
+    return P.VSMSetup(run, x, masks.flatten(2).any(2), masks, ["a", "b", "c"], (0.0,) * 3, (1.0,) * 3, "a toy classifier",
+                      {s: clf for s in run.seeds}, {s: accuracy for s in run.seeds}, {s: "toy" for s in run.seeds}, TensorDataset(x),
+                      "toy", settings, dict(epochs=1, batch_size=8, lr=1e-3, k_start=None), torch.Generator().manual_seed(0), memory={})
+
+def _scores(S, methods=None):
+    from attribkit.papers import variational_saliency as P
+    return P.score_maps(S, methods or P.METHODS, n_images=6, steps=3, rise_masks=8, dga_steps=2)
+
+
+def test_vsal_eval_steps_on_a_tiny_setup(tmp_path):
+    "score_maps → compare_methods: a table row per method, nine keyed claims with units from the shared rule, diagnoses by key, a saved JSON."
+    import json
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path)
+    res = P.compare_methods(S, _scores(S))
+    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 9
+    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS}
+    assert res.claim("eval/vsm-over-random/deletion")["n"] == 6 and "n = 6 paired images" in res.claim("eval/vsm-over-random/deletion")["detail"]
+    assert "VSM arg-max on the 2-px frame (fraction)" in res.measured and "classifier top-1 hit rate, seed 0" in res.measured
+    assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds"}
+    d = json.loads(res.save().read_text())
+    assert d["name"] == "vsal_eval" and d["claims"][0]["key"].startswith("eval/")
+
+
+def test_vsal_eval_without_some_methods(tmp_path):
+    "A reader drops methods: the table lacks them, claims that need a dropped method are not evaluable and name it; an unknown method is a ValueError."
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path)
+    res = P.compare_methods(S, _scores(S, ["G×I", "DGA", "random"]))
+    assert res.extra["methods"] == ["G×I", "DGA", "random"] and not any(k.startswith("VSM") for k in res.measured)
+    c = res.claim("eval/vsm-over-best/insertion")
+    assert c["verdict"] == "not evaluable" and "VSM not compared" in c["detail"]
+    assert res.claim("eval/best-over-random/insertion")["n"] == 6          # the control needs no VSM
+    res = P.compare_methods(S, _scores(S, ["VSM", "random"]))
+    assert "a baseline not compared" in res.claim("eval/vsm-over-best/deletion")["detail"] and res.extra["best_baseline"] == {}
+    with pytest.raises(ValueError, match="`methods` must be"):
+        P.score_maps(S, ["VSM", "LIME"])
+
+
+def test_vsal_claims_not_evaluable_at_chance(tmp_path):
+    "The shared chance rule on the classifier's top-1 hit rate (3 classes: floor 1/3 + 0.1·2/3 = 0.4)."
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path, accuracy=0.39)
+    res = P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"]))
+    assert all(c["verdict"] == "not evaluable" and "at chance" in c["detail"] for c in res.claims)
+    S = _tiny_setup(tmp_path, accuracy=0.41)
+    assert not any("at chance" in c["detail"] for c in P.pipeline_result(S, P.pipeline_runs(S, n_images=6)).claims)
+
+
+def test_vsal_diagnoses_read_measurements_not_text(tmp_path):
+    "The eval rules read keep-k and the best baseline from the result: change them and the diagnosis changes; a claim's wording plays no part."
+    from attribkit.claims import claim
+    from attribkit.papers.experiment import Result, diagnose
+    from attribkit.papers import variational_saliency as P
+    run = P.start("vsal_eval", P.BUDGETS, "cpu", out_dir=str(tmp_path))
+    failing = [claim("eval/vsm-over-best/pointing", "any words", [-1.0, -1.1, -0.9], units="seeds"),
+               claim("eval/best-over-random/deletion", "other words", [-1.0, -1.1, -0.9], units="seeds")]
+    extra = dict(keep_k={"VSM": 0.5, "G×I": 0.2, "random": 0.1}, settings=dict(k=0.25), best_baseline={"deletion": "G×I"}, units="seeds")
+    res = Result(run, claims=failing, extra=extra, measured={"VSM arg-max on the 2-px frame (fraction)": {"mean": 0.25, "se": 0.1, "n": 3}})
+    d = diagnose(res, P.RULES)
+    assert "VSM wins its own objective" in d["eval/vsm-over-best/pointing"] and "25% of VSM's arg-max pixels" in d["eval/vsm-over-best/pointing"]
+    assert "best baseline (G×I)" in d["eval/best-over-random/deletion"]
+    res = Result(run, claims=failing, extra=dict(extra, keep_k={"VSM": 0.1, "G×I": 0.2}))
+    assert "does not even win its own objective" in diagnose(res, P.RULES)["eval/vsm-over-best/pointing"]
+
+
+def test_vsal_prior_steps_on_a_tiny_setup(tmp_path):
+    "prior_draws → posterior → edge_fixes → prior_result: keyed claims, the edge cells per fix, the findings from the measurements, a figure."
+    import matplotlib.pyplot as plt
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path)
+    draws = P.prior_draws(S, rho=0.9, lam=4.0, n_samples=64)
+    post = P.posterior(S, n_images=6)
+    fixed = P.edge_fixes(S, post, ["zero prior boundary"])
+    res = P.prior_result(S, draws, post, fixed)
+    assert [c["key"] for c in res.claims] == ["prior/ar1-over-iid", "prior/tv-over-iid", "posterior/nu-off-over-on"]
+    assert res.claim("posterior/nu-off-over-on")["n"] == 6
+    assert res.measured["edge fix, zero prior boundary: ν edge / interior, KL optimum"] == pytest.approx(1.0)
+    assert "Only zero prior boundary was fitted" in res.extra["edge_findings"] and len(res.tables) == 3
+    with pytest.raises(ValueError, match="`fixes` must be"):
+        P.edge_fixes(S, post, ["wider encoder"])
+    res.figures["vsal_prior"] = P.prior_figure(S, draws, post, fixed)
+    res.save()
+    assert (tmp_path / "figures" / "vsal_prior.png").exists()
+    plt.close("all")
+
+
+def test_vsal_schematic_steps_on_a_tiny_setup(tmp_path):
+    "pipeline_runs → pipeline_result: a row per mask, two keyed claims on paired images."
+    import matplotlib.pyplot as plt
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path)
+    runs = P.pipeline_runs(S, n_images=6)
+    res = P.pipeline_result(S, runs)
+    assert [c["key"] for c in res.claims] == ["pipeline/vsm-over-random", "pipeline/vsm-over-brightest"]
+    assert all(c["n"] == 6 for c in res.claims) and "top-1 kept, random mask" in res.measured
+    plt.close(P.pipeline_figure(S, runs, n=2))
+
+
+def test_vsm_cache_key_and_files_unchanged(tmp_path, monkeypatch):
+    "fit_vsm keys an encoder as before the module moved onto models.cached (the record's encoders still load), in the old file format."
+    from torch.utils.data import TensorDataset
+    from attribkit.models import cache_key
+    from attribkit.papers import variational_saliency as P
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path))
+    clf = _tiny_classifier()
+    x = torch.randn(8, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    settings, fit_kw = dict(k=0.25, width=0.125, prior=SoftTVPrior("ar1", 0.9, "zero"), padding="replicate"), dict(epochs=1, batch_size=4)
+    old_key = cache_key("attribkit.vsal.VariationalSaliency", dict(settings, prior=["ar1", 0.9, "zero"], classifier="clf"), "data", fit_kw, 3)
+    a = P.fit_vsm(clf, P._vsm_spec(settings, fit_kw, "clf", "data"), TensorDataset(x), seed=3)
+    ck = torch.load(tmp_path / f"{old_key}.pt", weights_only=True)
+    assert isinstance(ck["history"], list) and ck["history"] == a.history
+    ck["history"] = [dict(h, loss=-1.0) for h in ck["history"]]; torch.save(ck, tmp_path / f"{old_key}.pt")
+    b = P.fit_vsm(clf, P._vsm_spec(settings, fit_kw, "clf", "data"), TensorDataset(x), seed=3)
+    assert b.history[0]["loss"] == -1.0                                  # read from the file, not refitted
+    assert all(m.padding_mode == "replicate" for m in b.encoder.modules() if isinstance(m, nn.Conv2d))
+    assert torch.equal(a.attribute(x[:2]), b.attribute(x[:2])) and b.prior.boundary == "zero"
+
+
+@pytest.mark.slow
+def test_vsal_eval_notebook_runs_with_two_methods_dropped(tmp_path):
+    "A reader's edit of vsal_eval: drop DGA and Grad-CAM from `methods`; the notebook runs at smoke and its results lack them."
+    import json
+    from pathlib import Path
+    import nbformat, papermill as pm
+    src = Path(__file__).parents[1] / "nbs" / "repro" / "vsal_eval.ipynb"
+    nb = nbformat.read(src, as_version=4)
+    line = 'methods = ["VSM", "G×I", "DGA", "RISE", "Grad-CAM", "intensity", "random"]'
+    cell = next(c for c in nb.cells if line in c.source)
+    cell.source = cell.source.replace(line, 'methods = ["VSM", "G×I", "RISE", "intensity", "random"]')
+    edited = tmp_path / "vsal_eval.ipynb"
+    nbformat.write(nb, edited)
+    pm.execute_notebook(str(edited), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", out_dir=str(tmp_path), device="cpu"),
+                        kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    d = json.loads((tmp_path / "vsal_eval.json").read_text())
+    assert d["extra"]["methods"] == ["VSM", "G×I", "RISE", "intensity", "random"]
+    assert not any(k.startswith(("DGA", "Grad-CAM")) for k in d["measured"]) and "VSM deletion" in d["measured"]
