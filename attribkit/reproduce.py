@@ -9,13 +9,13 @@ import os, shutil, sys, time
 from pathlib import Path
 from typing import Sequence
 from .core import atomic_write
-from .results import SCALES, load_results
+from .results import SCALES, code_fingerprint, load_results
 from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
 
 # %% auto #0
 __all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
-           'library_fingerprint', 'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value',
-           'list_notebooks', 'copy_notebooks', 'parse_args', 'main', 'dry_run']
+           'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks',
+           'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -54,14 +54,6 @@ def discover(nbs_dir=None, only: Sequence[str] | None = None) -> list[Path]:
         if unknown: raise ValueError(f"--only names unknown notebooks {sorted(unknown)}; found {[p.stem for p in found]}")
         found = [p for p in found if p.stem in names]
     return found
-
-def library_fingerprint() -> str:
-    "SHA-256 over attribkit's version and the source of every module in the package."
-    import attribkit
-    h = hashlib.sha256(str(attribkit.__version__).encode())
-    for f in sorted(Path(attribkit.__file__).parent.rglob("*.py")):
-        h.update(f.name.encode()); h.update(f.read_bytes())
-    return h.hexdigest()
 
 def input_key(nb_path, params: dict, lib: str) -> str:
     "Key of one notebook run's inputs: notebook bytes, library fingerprint and parameters."
@@ -196,7 +188,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
     out.mkdir(parents=True, exist_ok=True)
-    state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), library_fingerprint()
+    state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), code_fingerprint()
     main_rank = int(os.environ.get("RANK", "0")) == 0   # torchrun: rank 0 keeps the state
     if main_rank: _drop_interrupted(state, out)
     records, todo = {}, []
@@ -300,7 +292,7 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, p
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
-    state_path, lib = out / ".reproduce-state.json", library_fingerprint()
+    state_path, lib = out / ".reproduce-state.json", code_fingerprint()
     state, fresh = _load_state(state_path), {rec["name"]: rec for rec in recs}
     for nb in notebooks:
         if nb.stem in fresh:

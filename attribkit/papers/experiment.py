@@ -193,6 +193,7 @@ class Result:
             r.out_dir,
             wall_time=r.elapsed(),
             extra=extra,
+            seeds=r.seeds,
         )
 
 
