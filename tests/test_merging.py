@@ -273,6 +273,8 @@ def test_merge_warns_when_few_neurons_pass_threshold():
 # --- the paper layer (attribkit.papers.neuron_merging) ---------------------------------------------------------------
 from attribkit.papers import neuron_merging as nm
 from attribkit.papers import paper_files
+from attribkit.papers.experiment import start
+import numpy as np
 
 
 def test_paper_files_name_every_merging_notebook():
@@ -307,27 +309,28 @@ def test_authors_lenet_rejects_another_architecture(tmp_path):
 
 
 def test_paper_setups_reject_bad_weights_before_training(tmp_path, monkeypatch):
-    "merging_lenet and merging_vgg16_cifar at paper scale: a file of another model or a `weights_path` that does not exist fails before any training."
+    "merging_lenet and merging_vgg16_cifar at paper scale: a file of another model or a `weights` file that does not exist fails before any training."
     from attribkit.fake_data import write_cifar10, write_fashion_mnist
     from attribkit.models import lenet_300_100, vgg16_bn_cifar
     write_fashion_mnist(tmp_path, n_train=20, n_test=10); write_cifar10(tmp_path, n_train=10, n_test=10)
     monkeypatch.setattr(nm, "_fit", lambda *a, **k: pytest.fail("trained instead of failing"))
     vgg, lenet = tmp_path / "vgg.pth", tmp_path / "lenet.pth"
     torch.save(vgg16_bn_cifar(width=16).state_dict(), vgg); torch.save(lenet_300_100().state_dict(), lenet)
-    kw = dict(scale="paper", data_root=tmp_path, device="cpu")
+    run = lambda name, w: start(name, nm.BUDGETS, "paper", data_root=tmp_path, device="cpu", weights=w)
     with pytest.raises(ValueError, match="does not fit the authors' LeNet-300-100 checkpoint"):
-        nm.setup("merging_lenet", weights_path=vgg, **kw)
+        nm.setup(run("merging_lenet", vgg))
     with pytest.raises(ValueError, match=r"lenet.pth does not fit vgg16_bn_cifar\(\*\*\{'num_classes': 10, 'width': 1\}\): the file has 6 tensors, the model 87; missing 85: features.0.weight"):
-        nm.setup("merging_vgg16_cifar", weights_path=lenet, **kw)
+        nm.setup(run("merging_vgg16_cifar", lenet))
     for name in ("merging_lenet", "merging_vgg16_cifar", "merging_table2_mobilenet"):
-        with pytest.raises(FileNotFoundError, match=r"`weights_path` .*typo.pth does not exist"):
-            nm.setup(name, weights_path=tmp_path / "typo.pth", **kw)
+        with pytest.raises(FileNotFoundError, match=r"`weights` .*typo.pth does not exist"):
+            nm.setup(run(name, tmp_path / "typo.pth"))
 
 
 def test_setup_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="unknown merging notebook"): nm.setup("merging_foo")
-    with pytest.raises(ValueError, match="`scale`"): nm.setup("merging_lenet", scale="big")
-    with pytest.raises(ValueError, match="dry_run"): nm.setup("merging_lenet", scale="smoke", dry_run=True)
+    with pytest.raises(ValueError, match="is not a merging notebook"): nm.setup(start("merging_foo", nm.BUDGETS))
+    with pytest.raises(ValueError, match="`scale`"): start("merging_lenet", nm.BUDGETS, "big")
+    with pytest.raises(ValueError, match="dry_run"): nm.setup(start("merging_lenet", nm.BUDGETS, "smoke", dry_run=True))
+    with pytest.raises(ValueError, match="its knobs are"): start("merging_lenet", nm.BUDGETS, "cpu", epochs=3)
 
 
 def test_paper_tables_have_the_papers_gains():
@@ -336,7 +339,24 @@ def test_paper_tables_have_the_papers_gains():
     assert nm.PAPER_IMAGENET["ResNet 30%"]["gain"] == 23.04
 
 
-def test_run_table_claims_on_a_toy_lenet():
+def test_weight_files_written_once_in_the_formats_loaded(tmp_path):
+    "WEIGHT_FILES: one declaration per path; the LeNet file is the authors' format, the CIFAR models float16, torchvision shared."
+    from attribkit.papers.experiment import torchvision_weights, write_weight_files
+    paths = [f.path for f in nm.WEIGHT_FILES]
+    assert len(paths) == len(set(paths)) == 1 + 1 + 6 + 1 + 2
+    assert set(paths) >= {p for ps in nm.PAPER_FILES.values() for p in ps if p.startswith("weights/")}
+    assert torchvision_weights("vgg16") in nm.WEIGHT_FILES and not hasattr(nm, "write_fake_weights")
+    lenet, vgg = (f for f in nm.WEIGHT_FILES if f.path in (nm.WEIGHTS["lenet"], nm.WEIGHTS["vgg16_cifar"]))
+    write_weight_files(tmp_path, [lenet, vgg])
+    model, acc = nm.load_authors_lenet(tmp_path / nm.WEIGHTS["lenet"])
+    assert acc == 10.0 and model(torch.zeros(1, 784)).shape == (1, 10)
+    sd = torch.load(tmp_path / nm.WEIGHTS["vgg16_cifar"], weights_only=True)
+    assert sd["features.0.weight"].dtype == torch.float16
+
+
+@pytest.fixture(scope="module")
+def toy_setup():
+    "A hand-built setup: three small LeNets on 8×8 digits (2 epochs each, no accuracy floor), a cpu run (so claims get verdicts)."
     from attribkit.data import digits
     from attribkit.models import lenet_300_100, train
     data = digits(size=8, channels=1, normalize=False)
@@ -344,13 +364,72 @@ def test_run_table_claims_on_a_toy_lenet():
     for s in (0, 1, 2):
         torch.manual_seed(s); m = lenet_300_100(in_features=64, num_classes=10)
         train(m, data.train, epochs=2, lr=1e-3, optimizer="adam", weight_decay=0.0, schedule=None, progress=False, device="cpu", seed=s)
-        models.append(m)
-    S = nm.Setup("toy", "smoke", {"": nm.Subject(models, [0.5, 0.8])}, data.test, nm.PAPER_LENET, "toy", "toy", [0, 1, 2], gap_claim=True)
-    R = nm.run(S)
-    measured, paper = nm.table(R)
-    assert list(measured) == ["50%", "80%"] and measured["50%"]["prune"]["n"] == 3
-    claims, diag = nm.claims(R)
-    assert len(claims) == 2 + 1 + 2 and all(c["claim"] in diag for c in claims)
-    assert R.diff("", "merge", "prune", 0.5).shape == (3,)            # seeds as units
-    flat_m, flat_p = nm.flat(measured, paper)
-    assert flat_p["gain | 80%"] == 13.26 and "random partner t=none | 50%" in flat_m
+        models.append(m.eval())
+    import tempfile
+    run = start("merging_lenet", nm.BUDGETS, "cpu", device="cpu", out_dir=tempfile.mkdtemp())
+    S = nm.Setup(run, {"": nm.Subject(models, [0.5, 0.8])}, data.test, 10, nm.PAPER_LENET, "toy", "toy LeNets", [0, 1, 2], gap_claim=True)
+    S.baseline[""] = [nm.hits(m, S.test) for m in models]
+    return S
+
+
+def test_setup_shows_the_models_test_accuracy(toy_setup):
+    acc = toy_setup.accuracy("")
+    assert acc.shape == (3,) and (acc > 10).all()
+    text = toy_setup._repr_markdown_()
+    assert "toy LeNets" in text and "| — | 3 | 50%, 80% |" in text and f"{acc.mean():.2f} ± " in text
+
+
+def test_prune_and_merge_measures_each_variant_at_each_ratio(toy_setup):
+    M = nm.prune_and_merge(toy_setup, ["prune", "merge"], ratios=[0.3])
+    assert M.ratios == {"": [0.3]} and sorted({k[1] for k in M.hits}) == ["baseline", "merge", "prune"]
+    assert M.diff("", "merge", "prune", 0.3).shape == (3,) and M.units == "seeds"     # 3 models: seeds are the units
+    assert M.params[("", 0.3)][1] < M.params[("", 0.3)][0]
+    with pytest.raises(ValueError, match="`variants` must be names of VARIANTS"):
+        nm.prune_and_merge(toy_setup, ["prune", "merge all"])
+
+
+def test_evaluate_table_claims_diagnoses_figure(toy_setup, tmp_path):
+    import json
+    res = nm.evaluate(nm.prune_and_merge(toy_setup, ["prune", "merge", "merge t=none", "random partner t=none"]))
+    assert [c["key"] for c in res.claims] == ["merge-over-prune/r50", "merge-over-prune/r80", "gap-grows/r50/r80",
+                                              "control/random-partner", "control/merge-all"]
+    assert res.measured["prune | 50%"]["n"] == 3 and res.paper["gain | 80%"] == 13.26 and "random partner t=none | 50%" in res.measured
+    assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds"}
+    assert all("{" not in t for t in res.diagnoses.values())
+    fig = nm.figure(res)
+    assert res.figures == {"merging_lenet": fig}
+    saved = json.loads(res.save().read_text())
+    assert saved["extra"]["per_model"]["merge | 80%"] == res.measurements.acc("", "merge", 0.8).tolist()
+    import matplotlib.pyplot as plt; plt.close(fig)
+
+
+def test_claims_at_chance_follow_the_shared_rule(toy_setup):
+    "A model at 15-19 % on 10 classes was evaluable under the old 'chance + 5 points' margin; the shared rule (< 19 %) makes it not evaluable."
+    from attribkit.claims import chance_floor
+    M = nm.prune_and_merge(toy_setup, ["prune", "merge"], ratios=[0.5])
+    c = nm._compare(M, "k", "merge beats prune", np.array([1.0, 2.0, 3.0]), np.array([80.0]), np.array([17.0]), np.array([16.0]))
+    assert c["verdict"] == "not evaluable" and "both variants" in c["detail"] and f"{chance_floor(10):.3f}" in c["detail"]
+    c = nm._compare(M, "k", "merge beats prune", np.array([1.0, 2.0, 3.0]), np.array([80.0]), np.array([20.0]), np.array([16.0]))
+    assert c["verdict"] == "holds"
+
+
+def test_a_reader_drops_two_variants_from_a_repro_notebook(tmp_path):
+    "A reader's edit of merging_lenet: two baselines dropped from `variants`; the notebook runs at smoke scale and neither they nor their claims appear."
+    import json
+    from pathlib import Path
+    import papermill as pm
+    src = Path(__file__).parent.parent / "nbs" / "repro" / "merging_lenet.ipynb"
+    nb = json.loads(src.read_text())
+    line = '"random partner t=none", "prune (official ranking)", "merge (official ranking)"]'
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code" and line in "".join(c["source"])]
+    assert len(cells) == 1
+    cells[0]["source"] = "".join(cells[0]["source"]).replace(line, '"prune (official ranking)", "merge (official ranking)"]').replace(
+        '"merge t=none", ', "").splitlines(keepends=True)
+    edited = tmp_path / "merging_lenet.ipynb"
+    edited.write_text(json.dumps(nb))
+    pm.execute_notebook(str(edited), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", out_dir=str(tmp_path), device="cpu"),
+                        kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    d = json.loads((tmp_path / "merging_lenet.json").read_text())
+    assert not any("t=none" in k for k in d["measured"]) and "merge (official ranking) | 80%" in d["measured"]
+    assert not any(c["key"].startswith("control/") for c in d["claims"]) and len(d["claims"]) == 5
+    assert (tmp_path / "figures" / "merging_lenet.png").exists()
