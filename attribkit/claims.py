@@ -11,7 +11,8 @@ import numpy as np
 # %% auto #0
 __all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
            'check_key', 'claim', 'not_evaluable', 'not_evidence', 'run_claims', 'scale_note', 'chance_floor',
-           'at_chance', 'chance_reason', 'unit_effects', 'paired', 'mean_se', 'count_verdicts']
+           'at_chance', 'chance_reason', 'unit_effects', 'paired', 'mean_se', 'count_verdicts', 'PaperClaim',
+           'paper_verdict']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
@@ -150,3 +151,39 @@ def count_verdicts(claims: Sequence[dict]) -> dict:
     "Numbers of claims per verdict, in the order of `VERDICTS`."
     return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
 
+
+# %% ../nbs/19_claims.ipynb #c20c4b54
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class PaperClaim:
+    "One claim a paper makes: registry `id`, the paper's words (`claim`, a short quote), its `source` (table, figure, section), the paper's numbers, the primary `metric` with its direction, and the `stand_ins` that test it here."
+    id: str
+    paper: str
+    claim: str
+    source: str
+    paper_value: str
+    metric: str
+    stand_ins: str
+
+    def __post_init__(self): check_key(self.id)
+
+def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
+    "The registry row of `pc`: its verdict and support from the (notebook, claim) pairs whose `paper_claim` is its id, and the `notebook:key` of its evidence, controls and diagnostics."
+    mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
+    ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
+    ev = [c for _, c in mine if c["role"] == "evidence"]
+    failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] == "fails"]
+    k = {v: sum(c["verdict"] == v for c in ev) for v in VERDICTS}
+    n = len(ev)
+    support = (f"holds on {k['holds']} of {n} stand-ins" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])) if n else "no evidence measured"
+    if not n or k["not evaluable"] == n:
+        v = "not evaluable"
+        if n: support += f" ({ev[0]['detail']})"
+    elif failed:
+        v, support = "not evaluable", f"control {', '.join(failed)} fails; " + support
+    elif k["holds"] > n / 2 and not k["fails"]: v = "holds"
+    elif k["fails"] > n / 2: v = "fails"
+    else: v = "inconclusive"
+    return {**{f: getattr(pc, f) for f in ("id", "paper", "claim", "source", "paper_value", "metric", "stand_ins")},
+            "verdict": v, "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic")}

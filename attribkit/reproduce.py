@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Sequence
 from .core import atomic_write
 from .results import SCALES, code_fingerprint, load_results
-from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
+from .report import (compare_records, fmt_counts, html_report, paper_claim_rows, paper_page, record_results,
+                              summary_markdown, terminal_table, verdict_counts)
 
 # %% auto #0
 __all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
@@ -196,7 +197,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         key, prev = input_key(nb, params, lib), state.get(nb.stem)
         if (not force and prev and prev.get("key") == key and prev.get("status") == "ok"
                 and (out / f"{nb.stem}.json").exists() and (out / "executed" / nb.name).exists()):
-            records[nb.stem] = {**prev["record"], "status": "skipped"}
+            records[nb.stem] = {**prev["record"], "status": "reused"}
         else: todo.append((nb, key))
     if main_rank and todo:                 # a run killed from here on leaves these `running`: the next run redoes them
         for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
@@ -245,10 +246,28 @@ def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
             try: wt = load_results(res)["wall_time"]
             except (ValueError, json.JSONDecodeError): continue     # an old or broken file is not reported
             ex = out / "executed" / nb.name
-            allrec.append({"name": nb.stem, "notebook": str(nb), "status": "skipped", "results": str(res), "wall_time": wt,
+            allrec.append({"name": nb.stem, "notebook": str(nb), "status": "reused", "results": str(res), "wall_time": wt,
                            "executed": str(ex) if ex.exists() else None, "error": None, "cell": None, "cell_source": None})
     figs = Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures"))
-    atomic_write(out / "summary.md", summary_markdown(allrec, params, figures=figs, figures_rel_to=out))
+    from attribkit.papers import PAPERS, registry
+    reg, rs = registry(), {r["name"]: record_results(r) for r in allrec}
+    rows = paper_claim_rows(reg, rs)
+    atomic_write(out / "paper_claims.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+    pages, groups = {}, {}
+    for r in allrec:    # one page per paper; notebooks of no paper (e.g. test fixtures) on other.md
+        prefix = r["name"].split("_", 1)[0]
+        groups.setdefault(prefix if prefix in reg else "other", []).append(r)
+    for prefix, mine in groups.items():
+        title, pcs = reg.get(prefix, ("Other notebooks", []))
+        pages[prefix] = f"{PAPERS.get(prefix, 'other')}.md"
+        ids = {pc.id for pc in pcs}
+        atomic_write(out / pages[prefix], paper_page(title, [r for r in rows if r["id"] in ids], mine, figs, out))
+    paper_dir = out.parent / "paper"    # paper-scale results kept beside the record (reproduction/paper beside reproduction/cpu)
+    paper = {}
+    for f in sorted(paper_dir.glob("*.json")) if paper_dir.is_dir() and paper_dir != out else []:
+        try: paper[f.stem] = load_results(f)
+        except (ValueError, json.JSONDecodeError): continue
+    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages))
     html_report(allrec, params, out, figs)
 
 def _visible_gpu(local_rank: int) -> str | None:
@@ -299,7 +318,7 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, p
             state[nb.stem] = {"key": input_key(nb, params, lib), "status": fresh[nb.stem]["status"], "record": fresh[nb.stem],
                               "finished": _now()}
     atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
-    ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "skipped"} for nb in notebooks]
+    ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "reused"} for nb in notebooks]
     write_reports(nbs_dir, out, params, fresh)
     return ordered
 
@@ -376,6 +395,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list the notebooks with their parameters and what paper scale needs, then exit")
     p.add_argument("--copy-notebooks", metavar="DIR", default=None, help="copy the repro notebooks to DIR (to open and edit), then exit")
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
+    p.add_argument("--compare", metavar="DIR", default=None, help="after the run, list every claim whose verdict differs from "
+                   "the record in DIR (e.g. reproduction/cpu), by notebook and claim key, and every paper claim")
     p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                    help=f"fail a notebook whose cell runs longer (default: no limit; {DRY_RUN_CELL_TIMEOUT:.0f} s with --dry-run)")
     a = p.parse_args(argv)
@@ -427,6 +448,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([record_results(r) for r in recs]))}, "
           f"{time.perf_counter() - t0:.1f} s; "
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
+    if a.compare:
+        diff = compare_records(a.compare, out)
+        print(f"verdicts against {a.compare}: " + (f"{len(diff)} changed" if diff else "none changed"))
+        for line in diff: print("  " + line)
     return 1 if failed else 0
 
 # %% ../nbs/20_reproduce.ipynb #0a278434
