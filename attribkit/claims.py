@@ -9,19 +9,27 @@ from typing import Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['VERDICTS', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 'verdict', 'check_key', 'claim',
-           'not_evaluable', 'not_evidence', 'run_claims', 'scale_note', 'chance_floor', 'at_chance', 'chance_reason',
-           'unit_effects', 'paired', 'mean_se', 'count_verdicts']
+__all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
+           'check_key', 'claim', 'not_evaluable', 'not_evidence', 'run_claims', 'scale_note', 'chance_floor',
+           'at_chance', 'chance_reason', 'unit_effects', 'paired', 'mean_se', 'count_verdicts', 'PaperClaim',
+           'paper_verdict']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
-CLAIM_KEYS = ("key", "claim", "verdict", "effect", "se", "n", "detail")
+ROLES = ("evidence", "control", "diagnostic")   # diagnostics are never counted for the paper
+CLAIM_KEYS = ("key", "paper_claim", "role", "claim", "verdict", "effect", "se", "n", "detail")
+
+def t_crit(n: int) -> float:
+    "The two-sided 95 % critical value of Student's t with n − 1 degrees of freedom (4.30 at n = 3, 2.78 at n = 5, → 1.96)."
+    from scipy.stats import t
+    return float(t.ppf(0.975, n - 1))
 
 def verdict(effect: float, se: float, n: int) -> str:
-    "`holds` if n ≥ 3 and effect > 2·se, `fails` if effect < −2·se (n ≥ 2), `inconclusive` otherwise; `not evaluable` if n < 2 or a value is not finite."
+    "`holds` if n ≥ 3 and effect > t(0.975, n−1)·se, `fails` if effect < −t·se (n ≥ 2), `inconclusive` otherwise; `not evaluable` if n < 2 or a value is not finite."
     if n < 2 or not (math.isfinite(effect) and math.isfinite(se)): return "not evaluable"
-    if n >= 3 and effect > 2 * se: return "holds"
-    if effect < -2 * se: return "fails"
+    t = t_crit(n)
+    if n >= 3 and effect > t * se: return "holds"
+    if effect < -t * se: return "fails"
     return "inconclusive"
 
 # %% ../nbs/19_claims.ipynb #88c626ae
@@ -39,9 +47,12 @@ def check_key(key) -> str:
     return key
 
 def claim(key: str, text: str, effects=None, *, units: str = "images", effect: float | None = None, se: float | None = None,
-          n: int | None = None, detail: str = "", not_evaluable: str | None = None) -> dict:
-    "One claim's verdict from per-unit `effects` (signed: positive = the paper's direction) or from `effect`, `se`, `n`."
+          n: int | None = None, detail: str = "", not_evaluable: str | None = None, paper_claim: str | None = None,
+          role: str = "evidence") -> dict:
+    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic."
     check_key(key)
+    if paper_claim is not None: check_key(paper_claim)
+    if role not in ROLES: raise ValueError(f"`role` must be one of {ROLES}, got {role!r}")
     if not isinstance(text, str) or not text.strip(): raise ValueError(f"`text` must be a non-empty string, got {text!r}")
     if effects is not None:
         if effect is not None or se is not None or n is not None:
@@ -59,11 +70,13 @@ def claim(key: str, text: str, effects=None, *, units: str = "images", effect: f
     why = not_evaluable or ("" if v != "not evaluable" else f"n = {n} < 2" if n < 2 else "effect or se is not finite")
     if not_evaluable: v = "not evaluable"
     parts = [f"n = {n} {units}"] + ([f"not evaluable: {why}"] if v == "not evaluable" else []) + ([detail] if detail else [])
-    return {"key": key, "claim": text.strip(), "verdict": v, "effect": _finite(effect), "se": _finite(se), "n": n, "detail": "; ".join(parts)}
+    return {"key": key, "paper_claim": paper_claim, "role": role, "claim": text.strip(), "verdict": v, "effect": _finite(effect), "se": _finite(se), "n": n, "detail": "; ".join(parts)}
 
-def not_evaluable(key: str, text: str, reason: str, n: int = 0, units: str = "seeds") -> dict:
+def not_evaluable(key: str, text: str, reason: str, n: int = 0, units: str = "seeds", paper_claim: str | None = None,
+                  role: str = "evidence") -> dict:
     "A claim the run cannot speak to (a model at chance, a collapsed student, …), with the reason."
-    return claim(key, text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason)
+    return claim(key, text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason,
+                 paper_claim=paper_claim, role=role)
 
 DRY_RUN = "dry run: fake data and weights at a tiny budget show that the paper's path runs, not what it measures"
 SMOKE = "smoke scale: built-in toy data show that the code paths run, not what the paper claims"
@@ -138,3 +151,39 @@ def count_verdicts(claims: Sequence[dict]) -> dict:
     "Numbers of claims per verdict, in the order of `VERDICTS`."
     return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
 
+
+# %% ../nbs/19_claims.ipynb #c20c4b54
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class PaperClaim:
+    "One claim a paper makes: registry `id`, the paper's words (`claim`, a short quote), its `source` (table, figure, section), the paper's numbers, the primary `metric` with its direction, and the `stand_ins` that test it here."
+    id: str
+    paper: str
+    claim: str
+    source: str
+    paper_value: str
+    metric: str
+    stand_ins: str
+
+    def __post_init__(self): check_key(self.id)
+
+def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
+    "The registry row of `pc`: its verdict and support from the (notebook, claim) pairs whose `paper_claim` is its id, and the `notebook:key` of its evidence, controls and diagnostics."
+    mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
+    ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
+    ev = [c for _, c in mine if c["role"] == "evidence"]
+    failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] == "fails"]
+    k = {v: sum(c["verdict"] == v for c in ev) for v in VERDICTS}
+    n = len(ev)
+    support = (f"holds on {k['holds']} of {n} stand-ins" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])) if n else "no evidence measured"
+    if not n or k["not evaluable"] == n:
+        v = "not evaluable"
+        if n: support += f" ({ev[0]['detail']})"
+    elif failed:
+        v, support = "not evaluable", f"control {', '.join(failed)} fails; " + support
+    elif k["holds"] > n / 2 and not k["fails"]: v = "holds"
+    elif k["fails"] > n / 2: v = "fails"
+    else: v = "inconclusive"
+    return {**{f: getattr(pc, f) for f in ("id", "paper", "claim", "source", "paper_value", "metric", "stand_ins")},
+            "verdict": v, "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic")}

@@ -4,15 +4,15 @@
 
 # %% ../nbs/20b_report.ipynb #e209333d
 from __future__ import annotations
-import html, os, re, shutil
+import html, json, os, re, shutil
 from pathlib import Path
 from .core import atomic_write
-from .claims import VERDICTS, count_verdicts
-from .results import fmt_claim, fmt_value, load_results, table
+from .claims import VERDICTS, count_verdicts, paper_verdict
+from .results import fmt_claim, fmt_value, load_results, md_escape, table
 
 # %% auto #0
-__all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'summary_markdown', 'html_report',
-           'terminal_table']
+__all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'paper_claim_rows', 'registry_table',
+           'summary_markdown', 'paper_page', 'compare_records', 'html_report', 'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -44,33 +44,133 @@ def figure_files(figures, name: str) -> list[Path]:
     parts = [p for p in Path(figures).glob(f"{name}_*.png") if p.stem[len(name) + 1:].isdigit()]
     return [Path(figures) / f"{name}.png"] + sorted(parts, key=lambda p: int(p.stem[len(name) + 1:]))
 
-def summary_markdown(records: list[dict], params: dict, figures=None, figures_rel_to=".") -> str:
-    "The text of summary.md for a list of run records (with each notebook's figures from `figures`, linked relative to `figures_rel_to`)."
+def _counts_line(rows: list[dict]) -> str:
+    return fmt_counts({v: sum(r["verdict"] == v for r in rows) for v in VERDICTS})
+
+def paper_claim_rows(registry: dict, results: dict) -> list[dict]:
+    "The rows of `paper_claims.json`: each registry claim (`registry`: prefix → (title, [PaperClaim])) with its verdict from the notebook claims of `results` (name → results dict)."
+    pairs = [(name, c) for name, d in results.items() if d for c in d["claims"]]
+    return [paper_verdict(pc, [(n, c) for n, c in pairs if n.split("_", 1)[0] == prefix])
+            for prefix, (_, pcs) in registry.items() for pc in pcs]
+
+def _ours(row: dict, results: dict) -> str:
+    "Our numbers behind a registry row: the evidence effects ± se (a range when there are many)."
+    cs = [c for ref in row["evidence"] for nb, key in [ref.split(":", 1)] for c in (results.get(nb) or {"claims": []})["claims"] if c["key"] == key]
+    cs = [c for c in cs if c["effect"] is not None]
+    if not cs: return "—"
+    if len(cs) <= 3: return "; ".join(f"{c['effect']:+.3g} ± {c['se']:.2g}" for c in cs)
+    e = sorted(c["effect"] for c in cs)
+    return f"{len(cs)} effects, {e[0]:+.3g} … {e[-1]:+.3g}"
+
+def _stand_ins(row: dict, results: dict) -> str:
+    "The stand-ins of a registry row's evidence notebooks with their test accuracy (`extra['stand_ins']`), else the registry's words."
+    acc = {}
+    for nb in dict.fromkeys(ref.split(":", 1)[0] for ref in row["evidence"]):
+        acc |= (results.get(nb) or {"extra": {}})["extra"].get("stand_ins", {})
+    return "; ".join(f"{k} {v:.1%}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in acc.items()) or row["stand_ins"]
+
+def registry_table(rows: list[dict], results: dict) -> str:
+    "One paper's registry claims as a markdown table: claim, source, the paper's value, ours, stand-ins, verdict with support."
+    out = ["| claim | source | paper | ours (effect ± se) | stand-ins (test accuracy) | verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {md_escape(r['claim'])} `{r['id']}` | {md_escape(r['source'])} | {md_escape(r['paper_value'])} | {md_escape(_ours(r, results))} "
+                   f"| {md_escape(_stand_ins(r, results))} | **{r['verdict']}** ({md_escape(r['support'])}) |")
+    return "\n".join(out)
+
+def _status(r: dict, d: dict | None) -> str:
+    if r["status"] != "reused" or not d: return r["status"]
+    commit = ((d.get("provenance") or {}).get("commit") or "no commit")[:12]
+    return f"reused ({commit}, {d['created'][:10]})"
+
+def _snapshot(ds: list[dict]) -> str:
+    "The commit and code fingerprint the results share, or 'mixed …' when they were made with different code."
+    prov = {((d.get("provenance") or {}).get("commit"), (d.get("provenance") or {}).get("code", "")[:12]) for d in ds if d}
+    if len(prov) == 1:
+        commit, code = prov.pop()
+        return f"one snapshot: commit `{(commit or 'none')[:12]}`, code `{code}`"
+    return f"mixed: {len(prov)} different commits or code fingerprints"
+
+def summary_markdown(records: list[dict], params: dict, registry: dict | None = None, paper_results: dict | None = None,
+                     pages: dict | None = None) -> str:
+    "`summary.md`: per paper, the paper's registry claims with their verdicts (the first screen), the paper-scale results, then a line per notebook; `pages`: prefix → the per-paper page's file name."
+    registry, pages = registry or {}, pages or {}
+    rs = {r["name"]: record_results(r) for r in records}
+    rows = paper_claim_rows(registry, rs)
+    seeds = sorted({s for d in rs.values() if d for s in (d.get("provenance") or {}).get("seeds", [d["seed"]])})
     ok = sum(r["status"] != "failed" for r in records)
-    rs = [record_results(r) for r in records]
-    lines = ["# Reproduction summary", "",
-             f"scale `{params['scale']}`{_DRY_MD if params.get('dry_run') else ''} · seed {params['seed']} · device `{params['device']}` · "
-             f"{ok}/{len(records)} notebooks ran · claims: {fmt_counts(verdict_counts(rs))}", "",
-             f"machine: {machine()} · sum of the notebooks' wall times: "
-             f"{sum(r.get('wall_time') or 0 for r in records) / 60:.1f} min", "",
-             "| notebook | status | " + " | ".join(VERDICTS) + " | wall time (s) |", "|---|---|" + "---:|" * (len(VERDICTS) + 1)]
-    for r, d in zip(records, rs):
-        k = verdict_counts(d)
-        lines.append(f"| [{r['name']}](#{r['name']}) | {r['status']} | " + " | ".join(str(k[v]) for v in VERDICTS) +
-                     f" | {fmt_value(r.get('wall_time'))} |")
-    for r, d in zip(records, rs):
-        lines += ["", f"## {r['name']}", "", f"status: **{r['status']}** · wall time {fmt_value(r.get('wall_time'))} s"]
+    lines = ["# Reproduction record", "",
+             f"scale `{params['scale']}`{_DRY_MD if params.get('dry_run') else ''} · seeds {', '.join(map(str, seeds)) or '—'} · "
+             f"device `{params['device']}` · {ok}/{len(records)} notebooks ran · {_snapshot(list(rs.values()))}", "",
+             f"machine: {machine()} · sum of the notebooks' wall times {sum(r.get('wall_time') or 0 for r in records) / 60:.1f} min", "",
+             f"**The papers' own claims: {_counts_line(rows)}** (a claim holds when it holds on a majority of its stand-ins and "
+             "fails on none; unit verdicts: holds at effect > t(0.975, n−1)·se; controls that fail make it not evaluable)"]
+    for prefix, (title, _) in registry.items():
+        mine = [r for r in rows if r["id"] in {pc.id for pc in registry[prefix][1]}]
+        link = f" · [details]({pages[prefix]})" if prefix in pages else ""
+        lines += ["", f"## {md_escape(title)}", "", f"{_counts_line(mine)}{link}", "", registry_table(mine, rs)]
+    if paper_results:
+        lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "", "| results | claims | holds | fails | inconclusive | not evaluable |", "|---|---|---:|---:|---:|---:|"]
+        for name, d in paper_results.items():
+            k = count_verdicts(d["claims"])
+            lines.append(f"| {md_escape(name)} · {md_escape(str(d['extra'].get('model', '')))} | {len(d['claims'])} | " + " | ".join(str(k[v]) for v in VERDICTS) + " |")
+    lines += ["", "## Notebooks", "", "| notebook | status | notebook claims (holds · fails · inconclusive · not evaluable) | wall time (s) |", "|---|---|---|---:|"]
+    for r in records:
+        d = rs[r["name"]]
+        err = f" in cell {r['cell']}: `{_code(r['error'])}`" if r["status"] == "failed" and r.get("cell") is not None else (
+            f": `{_code(r['error'])}`" if r["status"] == "failed" else "")
+        page = pages.get(r["name"].split("_", 1)[0], pages.get("other"))
+        name = f"[{r['name']}]({page}#{r['name']})" if page and d else r["name"]
+        lines.append(f"| {name} | {_status(r, d)}{err} | {fmt_counts(verdict_counts(d))} | {fmt_value(r.get('wall_time'))} |")
+    return "\n".join(lines) + "\n"
+
+def paper_page(title: str, rows: list[dict], records: list[dict], figures=None, figures_rel_to=".") -> str:
+    "One paper's page: its registry table, then per notebook the paper-shaped tables, the figures, the notebook claims grouped by registry claim (evidence, controls, diagnostics) and the diagnoses."
+    rs = {r["name"]: record_results(r) for r in records}
+    lines = [f"# {md_escape(title)}", "", f"The paper's claims: {_counts_line(rows)}", "", registry_table(rows, rs)]
+    ids = {r["id"]: r for r in rows}
+    for r in records:
+        d = rs[r["name"]]
+        lines += ["", f"## {r['name']}", "", f"status: **{_status(r, d)}** · wall time {fmt_value(r.get('wall_time'))} s"]
         if r["status"] == "failed":
             where = f"cell {r['cell']} (0-based, `{_code(r['cell_source'])}`)" if r.get("cell") is not None else "outside a cell"
             lines += ["", f"**Failed** in {where}: `{_code(r['error'])}`"]
-        if d:
-            lines += ["", f"scale `{d['scale']}` · seed {d['seed']} · attribkit {d['versions']['attribkit']} · "
-                      f"torch {d['versions']['torch']} · python {d['versions']['python']}", ""] + _tables_md(d)
-            for f in figure_files(figures, r["name"]):
-                lines += [f"![{r['name']}]({os.path.relpath(f, Path(figures_rel_to))})", ""]
-            lines += [f"- {fmt_claim(c)}" for c in d["claims"]]
-            if not d["claims"]: lines.append("- (no claims checked)")
+        if not d: continue
+        lines += [""] + _tables_md(d)
+        for f in figure_files(figures, r["name"]):
+            lines += [f"![{r['name']}]({os.path.relpath(f, Path(figures_rel_to))})", ""]
+        groups = {}
+        for c in d["claims"]: groups.setdefault(c.get("paper_claim"), []).append(c)
+        for pid, cs in groups.items():
+            head = f"**{md_escape(ids[pid]['claim'])}** (`{pid}`)" if pid in ids else "**not tied to a paper claim**"
+            lines += ["", head]
+            for role in ("evidence", "control", "diagnostic"):
+                lines += [f"- {role}: {fmt_claim(c)}" for c in cs if c.get("role", "evidence") == role]
+        diag = d["extra"].get("diagnoses") or {}
+        if diag:
+            lines += ["", "**Diagnoses** (measured in the same run)"] + [f"- `{k}`: {md_escape(t)}" for k, t in diag.items()]
     return "\n".join(lines) + "\n"
+
+def compare_records(old_dir, new_dir) -> list[str]:
+    "Every notebook claim (by notebook and key) and every paper claim whose verdict differs between two record folders, one line each."
+    old_dir, new_dir = Path(old_dir), Path(new_dir)
+    out = []
+    for new in sorted(new_dir.glob("*.json")):
+        old = old_dir / new.name
+        if new.name == "paper_claims.json" or not old.exists(): continue
+        try: a, b = load_results(old), load_results(new)
+        except ValueError as e:
+            out.append(f"{new.stem}: cannot compare ({e})"); continue
+        key = lambda c: c.get("key") or c["claim"]
+        ca, cb = {key(c): c for c in a["claims"]}, {key(c): c for c in b["claims"]}
+        for k in ca.keys() | cb.keys():
+            va, vb = (ca.get(k) or {}).get("verdict", "absent"), (cb.get(k) or {}).get("verdict", "absent")
+            if va != vb: out.append(f"{new.stem}:{k}: {va} → {vb}")
+    pa, pb = old_dir / "paper_claims.json", new_dir / "paper_claims.json"
+    if pa.exists() and pb.exists():
+        va = {r["id"]: r["verdict"] for r in json.loads(pa.read_text(encoding="utf-8"))}
+        for r in json.loads(pb.read_text(encoding="utf-8")):
+            if va.get(r["id"], "absent") != r["verdict"]: out.append(f"paper claim {r['id']}: {va.get(r['id'], 'absent')} → {r['verdict']}")
+    return sorted(out)
 
 def _code(text) -> str:
     "`text` for a markdown code span (taken literally there: no escapes), on one line."

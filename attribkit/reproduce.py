@@ -9,13 +9,14 @@ import os, shutil, sys, time
 from pathlib import Path
 from typing import Sequence
 from .core import atomic_write
-from .results import SCALES, load_results
-from .report import record_results, fmt_counts, html_report, summary_markdown, terminal_table, verdict_counts
+from .results import SCALES, code_fingerprint, load_results
+from .report import (compare_records, fmt_counts, html_report, paper_claim_rows, paper_page, record_results,
+                              summary_markdown, terminal_table, verdict_counts)
 
 # %% auto #0
 __all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
-           'library_fingerprint', 'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value',
-           'list_notebooks', 'copy_notebooks', 'parse_args', 'main', 'dry_run']
+           'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks',
+           'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -54,14 +55,6 @@ def discover(nbs_dir=None, only: Sequence[str] | None = None) -> list[Path]:
         if unknown: raise ValueError(f"--only names unknown notebooks {sorted(unknown)}; found {[p.stem for p in found]}")
         found = [p for p in found if p.stem in names]
     return found
-
-def library_fingerprint() -> str:
-    "SHA-256 over attribkit's version and the source of every module in the package."
-    import attribkit
-    h = hashlib.sha256(str(attribkit.__version__).encode())
-    for f in sorted(Path(attribkit.__file__).parent.rglob("*.py")):
-        h.update(f.name.encode()); h.update(f.read_bytes())
-    return h.hexdigest()
 
 def input_key(nb_path, params: dict, lib: str) -> str:
     "Key of one notebook run's inputs: notebook bytes, library fingerprint and parameters."
@@ -196,7 +189,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
     out.mkdir(parents=True, exist_ok=True)
-    state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), library_fingerprint()
+    state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), code_fingerprint()
     main_rank = int(os.environ.get("RANK", "0")) == 0   # torchrun: rank 0 keeps the state
     if main_rank: _drop_interrupted(state, out)
     records, todo = {}, []
@@ -204,7 +197,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         key, prev = input_key(nb, params, lib), state.get(nb.stem)
         if (not force and prev and prev.get("key") == key and prev.get("status") == "ok"
                 and (out / f"{nb.stem}.json").exists() and (out / "executed" / nb.name).exists()):
-            records[nb.stem] = {**prev["record"], "status": "skipped"}
+            records[nb.stem] = {**prev["record"], "status": "reused"}
         else: todo.append((nb, key))
     if main_rank and todo:                 # a run killed from here on leaves these `running`: the next run redoes them
         for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
@@ -253,10 +246,28 @@ def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
             try: wt = load_results(res)["wall_time"]
             except (ValueError, json.JSONDecodeError): continue     # an old or broken file is not reported
             ex = out / "executed" / nb.name
-            allrec.append({"name": nb.stem, "notebook": str(nb), "status": "skipped", "results": str(res), "wall_time": wt,
+            allrec.append({"name": nb.stem, "notebook": str(nb), "status": "reused", "results": str(res), "wall_time": wt,
                            "executed": str(ex) if ex.exists() else None, "error": None, "cell": None, "cell_source": None})
     figs = Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures"))
-    atomic_write(out / "summary.md", summary_markdown(allrec, params, figures=figs, figures_rel_to=out))
+    from attribkit.papers import PAPERS, registry
+    reg, rs = registry(), {r["name"]: record_results(r) for r in allrec}
+    rows = paper_claim_rows(reg, rs)
+    atomic_write(out / "paper_claims.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+    pages, groups = {}, {}
+    for r in allrec:    # one page per paper; notebooks of no paper (e.g. test fixtures) on other.md
+        prefix = r["name"].split("_", 1)[0]
+        groups.setdefault(prefix if prefix in reg else "other", []).append(r)
+    for prefix, mine in groups.items():
+        title, pcs = reg.get(prefix, ("Other notebooks", []))
+        pages[prefix] = f"{PAPERS.get(prefix, 'other')}.md"
+        ids = {pc.id for pc in pcs}
+        atomic_write(out / pages[prefix], paper_page(title, [r for r in rows if r["id"] in ids], mine, figs, out))
+    paper_dir = out.parent / "paper"    # paper-scale results kept beside the record (reproduction/paper beside reproduction/cpu)
+    paper = {}
+    for f in sorted(paper_dir.glob("*.json")) if paper_dir.is_dir() and paper_dir != out else []:
+        try: paper[f.stem] = load_results(f)
+        except (ValueError, json.JSONDecodeError): continue
+    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages))
     html_report(allrec, params, out, figs)
 
 def _visible_gpu(local_rank: int) -> str | None:
@@ -300,14 +311,14 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, p
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
-    state_path, lib = out / ".reproduce-state.json", library_fingerprint()
+    state_path, lib = out / ".reproduce-state.json", code_fingerprint()
     state, fresh = _load_state(state_path), {rec["name"]: rec for rec in recs}
     for nb in notebooks:
         if nb.stem in fresh:
             state[nb.stem] = {"key": input_key(nb, params, lib), "status": fresh[nb.stem]["status"], "record": fresh[nb.stem],
                               "finished": _now()}
     atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
-    ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "skipped"} for nb in notebooks]
+    ordered = [fresh.get(nb.stem) or {**state[nb.stem]["record"], "status": "reused"} for nb in notebooks]
     write_reports(nbs_dir, out, params, fresh)
     return ordered
 
@@ -384,6 +395,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list the notebooks with their parameters and what paper scale needs, then exit")
     p.add_argument("--copy-notebooks", metavar="DIR", default=None, help="copy the repro notebooks to DIR (to open and edit), then exit")
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
+    p.add_argument("--compare", metavar="DIR", default=None, help="after the run, list every claim whose verdict differs from "
+                   "the record in DIR (e.g. reproduction/cpu), by notebook and claim key, and every paper claim")
     p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                    help=f"fail a notebook whose cell runs longer (default: no limit; {DRY_RUN_CELL_TIMEOUT:.0f} s with --dry-run)")
     a = p.parse_args(argv)
@@ -435,6 +448,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(recs)} notebooks, {len(failed)} failed, claims: {fmt_counts(verdict_counts([record_results(r) for r in recs]))}, "
           f"{time.perf_counter() - t0:.1f} s; "
           f"summary: {out / 'summary.md'}; report: {out / 'html' / 'index.html'}")
+    if a.compare:
+        diff = compare_records(a.compare, out)
+        print(f"verdicts against {a.compare}: " + (f"{len(diff)} changed" if diff else "none changed"))
+        for line in diff: print("  " + line)
     return 1 if failed else 0
 
 # %% ../nbs/20_reproduce.ipynb #0a278434

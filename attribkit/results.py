@@ -7,17 +7,17 @@ from __future__ import annotations
 import datetime as _dt, json, math, numbers, os, platform
 from pathlib import Path
 from .core import atomic_write
-from .claims import CLAIM_KEYS, VERDICTS, check_key, count_verdicts, verdict
+from .claims import CLAIM_KEYS, ROLES, VERDICTS, check_key, count_verdicts, verdict
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'versions', 'save_results', 'load_results',
-           'figure_path', 'md_escape', 'fmt_claim', 'fmt_value', 'table', 'show_table', 'paper_table',
-           'show_paper_table', 'show_claims', 'save_figure', 'save_figures']
+__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'code_fingerprint', 'git_commit', 'provenance',
+           'versions', 'save_results', 'load_results', 'figure_path', 'md_escape', 'fmt_claim', 'fmt_value', 'table',
+           'show_table', 'paper_table', 'show_paper_table', 'show_claims', 'save_figure', 'save_figures']
 
 # %% ../nbs/20a_results.ipynb #95024a68
-SCHEMA_VERSION = 3   # 3: every claim has a `key`; files of schema 2 (claims without keys) are still read
+SCHEMA_VERSION = 3   # 3: claims carry key, paper_claim and role, and the file its provenance; files of schema 2 are still read
 SCALES = ("smoke", "cpu", "paper")
-RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra")
+RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra", "provenance")
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -51,11 +51,12 @@ def _check_cells(cells, key: str, nonempty: bool) -> None:
 def validate_results(d: dict) -> dict:
     "Check that `d` follows the results contract (schema 2); return it unchanged or raise `ValueError` naming the key."
     if not isinstance(d, dict): raise ValueError(f"results must be a dict, got {type(d).__name__}")
-    missing, unknown = [k for k in RESULT_KEYS if k not in d], sorted(set(d) - set(RESULT_KEYS))
+    keys = RESULT_KEYS if d.get("schema") != 2 else RESULT_KEYS[:-1]
+    missing, unknown = [k for k in keys if k not in d], sorted(set(d) - set(keys))
     if missing: raise ValueError(f"results miss the keys {missing}")
     if unknown: raise ValueError(f"results have unknown keys {unknown}; put extra data under `extra`")
     if d["schema"] not in (2, SCHEMA_VERSION): raise ValueError(f"`schema` must be {SCHEMA_VERSION} (or 2 for a file written before claim keys), got {d['schema']!r}")
-    claim_keys = set(CLAIM_KEYS) - ({"key"} if d["schema"] == 2 else set())
+    claim_keys = set(CLAIM_KEYS) - ({"key", "paper_claim", "role"} if d["schema"] == 2 else set())
     name = d["name"]
     if not isinstance(name, str) or not name or name != Path(name).name or name.startswith("."):
         raise ValueError(f"`name` must be a plain file stem like 'mia_gxsi', got {name!r}")
@@ -68,6 +69,8 @@ def validate_results(d: dict) -> dict:
         if not isinstance(c, dict) or set(c) != claim_keys:
             raise ValueError(f"`claims[{i}]` must be a dict with exactly the keys {[k for k in CLAIM_KEYS if k in claim_keys]}, got {c!r}")
         if "key" in c: check_key(c["key"])
+        if "role" in c and c["role"] not in ROLES: raise ValueError(f"`claims[{i}]['role']` must be one of {ROLES}, got {c['role']!r}")
+        if c.get("paper_claim") is not None: check_key(c["paper_claim"])
         if not isinstance(c["claim"], str) or not c["claim"].strip(): raise ValueError(f"`claims[{i}]['claim']` must be a non-empty string")
         if c["verdict"] not in VERDICTS: raise ValueError(f"`claims[{i}]['verdict']` must be one of {VERDICTS}, got {c['verdict']!r}")
         for k in ("effect", "se"):
@@ -75,8 +78,9 @@ def validate_results(d: dict) -> dict:
                 raise ValueError(f"`claims[{i}]['{k}']` must be a finite number or null, got {c[k]!r}")
         if not isinstance(c["n"], int) or isinstance(c["n"], bool) or c["n"] < 0:
             raise ValueError(f"`claims[{i}]['n']` must be an integer >= 0, got {c['n']!r}")
+        rule = verdict if d["schema"] != 2 else _verdict_2se     # a schema-2 file was judged by the 2·se rule of its time
         if c["verdict"] != "not evaluable" and (c["effect"] is None or c["se"] is None
-                                                or verdict(c["effect"], c["se"], c["n"]) != c["verdict"]):
+                                                or rule(c["effect"], c["se"], c["n"]) != c["verdict"]):
             raise ValueError(f"`claims[{i}]['verdict']` {c['verdict']!r} does not follow from effect {c['effect']}, se {c['se']}, "
                              f"n {c['n']}: build claims with attribkit.claims.claim")
         if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")
@@ -94,7 +98,16 @@ def validate_results(d: dict) -> dict:
         raise ValueError(f"`wall_time` must be null or seconds >= 0, got {wt!r}")
     if not isinstance(d["created"], str): raise ValueError(f"`created` must be an ISO time string, got {d['created']!r}")
     if not isinstance(d["extra"], dict): raise ValueError(f"`extra` must be a dict, got {type(d['extra']).__name__}")
+    p = d.get("provenance", {"commit": None, "code": "", "seeds": []})
+    if (not isinstance(p, dict) or set(p) != {"commit", "code", "seeds"} or not isinstance(p["code"], str)
+            or not (p["commit"] is None or isinstance(p["commit"], str)) or not isinstance(p["seeds"], list)):
+        raise ValueError(f"`provenance` must be {{'commit': str or null, 'code': fingerprint, 'seeds': [int]}}, got {p!r}")
     return d
+
+def _verdict_2se(effect: float, se: float, n: int) -> str:
+    "The verdict rule of schema 2 (holds at effect > 2·se), to validate files written under it."
+    if n < 2: return "not evaluable"
+    return "holds" if n >= 3 and effect > 2 * se else "fails" if effect < -2 * se else "inconclusive"
 
 # %% ../nbs/20a_results.ipynb #a32312d7
 def _plain(v, where: str):
@@ -112,14 +125,39 @@ def _plain(v, where: str):
     if hasattr(v, "tolist"): return _plain(v.tolist(), where)
     raise ValueError(f"{where} has a value of type {type(v).__name__} that cannot be stored as JSON")
 
+def code_fingerprint() -> str:
+    "SHA-256 over attribkit's version and the source of every module of the package: the code a result was made with."
+    import attribkit, hashlib
+    h = hashlib.sha256(str(attribkit.__version__).encode())
+    for f in sorted(Path(attribkit.__file__).parent.rglob("*.py")):
+        h.update(f.relative_to(Path(attribkit.__file__).parent).as_posix().encode()); h.update(f.read_bytes())
+    return h.hexdigest()
+
+def git_commit(folder=None) -> str | None:
+    "The commit checked out where attribkit's source lives (`folder`), with '+dirty' when its tracked files differ; None outside a git checkout."
+    import subprocess
+    import attribkit
+    folder = Path(folder or Path(attribkit.__file__).parent)
+    try:
+        run = lambda *a: subprocess.run(["git", "-C", str(folder), *a], capture_output=True, text=True, timeout=10)
+        head = run("rev-parse", "HEAD")
+        if head.returncode != 0: return None
+        dirty = run("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        return head.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError): return None
+
+def provenance(seeds) -> dict:
+    "`{'commit', 'code', 'seeds'}`: the git commit (or None), the code fingerprint and the seeds a result was made with."
+    return {"commit": git_commit(), "code": code_fingerprint(), "seeds": [int(s) for s in seeds]}
+
 def versions() -> dict:
     "The software versions recorded in every results file: python, torch and attribkit."
     import torch, attribkit
     return {"python": platform.python_version(), "torch": str(torch.__version__), "attribkit": str(attribkit.__version__)}
 
 def save_results(name: str, measured: dict, paper: dict, claims: list, scale: str, seed: int,
-                 out_dir="results", wall_time: float | None = None, extra: dict | None = None) -> Path:
-    "Validate and atomically write `<out_dir>/<name>.json` (the results contract); return its path."
+                 out_dir="results", wall_time: float | None = None, extra: dict | None = None, seeds=None) -> Path:
+    "Validate and atomically write `<out_dir>/<name>.json` (the results contract, with its provenance: commit, code fingerprint, `seeds` (default [seed])); return its path."
     claims = _plain(list(claims), "`claims`") if isinstance(claims, (list, tuple)) else claims
     d = {"schema": SCHEMA_VERSION, "name": name, "scale": scale,
          "seed": int(seed) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else seed,
@@ -128,7 +166,8 @@ def save_results(name: str, measured: dict, paper: dict, claims: list, scale: st
          "claims": claims, "versions": versions(),
          "wall_time": _plain(wall_time, "`wall_time`") if wall_time is not None else None,
          "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-         "extra": _plain(extra, "`extra`") if isinstance(extra, dict) else ({} if extra is None else extra)}
+         "extra": _plain(extra, "`extra`") if isinstance(extra, dict) else ({} if extra is None else extra),
+         "provenance": provenance([seed] if seeds is None else seeds)}
     validate_results(d)
     return atomic_write(Path(out_dir) / f"{name}.json", json.dumps(d, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 

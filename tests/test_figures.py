@@ -123,7 +123,7 @@ def test_merging_plot_fits_the_data_and_legend_below():
 
 
 def test_report_shows_every_part_of_a_split_gallery(tmp_path):
-    from attribkit.report import figure_files, html_report, summary_markdown
+    from attribkit.report import figure_files, html_report, paper_page
     from attribkit.results import save_results
     figs = tmp_path / "figures"; figs.mkdir()
     for f in ("gal.png", "gal_2.png", "gal_10.png", "gal_3.png", "gal_grid.png", "other.png"): (figs / f).write_bytes(b"png")
@@ -131,7 +131,7 @@ def test_report_shows_every_part_of_a_split_gallery(tmp_path):
     assert figure_files(figs, "none") == [] and figure_files(None, "gal") == []
     rec = {"name": "gal", "status": "ok", "wall_time": 1.0, "executed": None,
            "results": save_results("gal", {"x": 1.0}, {}, [], scale="smoke", seed=0, out_dir=tmp_path)}
-    md = summary_markdown([rec], {"scale": "smoke", "seed": 0, "device": "cpu"}, figures=figs, figures_rel_to=tmp_path)
+    md = paper_page("Other notebooks", [], [rec], figures=figs, figures_rel_to=tmp_path)
     assert "![gal](figures/gal.png)" in md and "![gal](figures/gal_3.png)" in md and "gal_grid" not in md
     idx = html_report([rec], {"scale": "smoke", "seed": 0, "device": "cpu"}, tmp_path, figs).read_text()
     assert "src='figures/gal_10.png'" in idx and (tmp_path / "html" / "figures" / "gal_2.png").exists()

@@ -24,7 +24,7 @@ def runs(tmp_path_factory):
         out, snap = root / "out", []
         def snapshot(rc):
             ok = json.loads((out / "ok.json").read_text())
-            snap.append(dict(rc=rc, summary=(out / "summary.md").read_text(), created=ok["created"],
+            snap.append(dict(rc=rc, summary=(out / "summary.md").read_text(), page=(out / "other.md").read_text(), created=ok["created"],
                              ok_mtime=(out / "executed" / "ok.ipynb").stat().st_mtime_ns,
                              fail_mtime=(out / "executed" / "fail.ipynb").stat().st_mtime_ns, ok=ok,
                              index=(out / "html" / "index.html").read_text()))
@@ -36,14 +36,15 @@ def runs(tmp_path_factory):
 
 def test_summary_lists_both_and_failure_names_cell(runs):
     root, (first, *_) = runs
-    s = first["summary"]
-    assert "## ok" in s and "## fail" in s
-    assert "| [fail](#fail) | failed |" in s and "| [ok](#ok) | ok | 1 | 0 | 0 | 0 |" in s
+    s, page = first["summary"], first["page"]                # the fixtures belong to no paper: their page is other.md
+    assert "| fail | failed in cell 3: `RuntimeError: fixture failure at seed 3`" in s
+    assert "| [ok](other.md#ok) | ok | holds 1 · fails 0 · inconclusive 0 · not evaluable 0 |" in s
+    assert "## ok" in page and "## fail" in page
     # fail.ipynb: cell 0 parameters, 1 markdown, 2 `x = seed + 1`, 3 raises
-    assert 'cell 3 (0-based, `raise RuntimeError(f"fixture failure at seed {seed}")`)' in s
-    assert "RuntimeError: fixture failure at seed 3" in s
-    assert "| value | 0.5 | 0.6 |" in s and "**holds** · measured value below the paper's · +0.1 ± 0.012 (n = 3)" in s
-    assert "![ok](figures/ok.png)" in s                       # the figure, linked relative to summary.md
+    assert 'cell 3 (0-based, `raise RuntimeError(f"fixture failure at seed {seed}")`)' in page
+    assert "| value | 0.5 | 0.6 |" in page and "**holds** · measured value below the paper's · +0.1 ± 0.012 (n = 3)" in page
+    assert "**not tied to a paper claim**" in page
+    assert "![ok](figures/ok.png)" in page                    # the figure, linked relative to the page
 
 
 def test_exit_code_nonzero_when_a_notebook_fails(runs):
@@ -63,10 +64,10 @@ def test_parameters_reach_notebook(runs):
 
 def test_rerun_skips_finished_and_force_reruns(runs):
     _, (first, second, third) = runs
-    assert "status: **skipped**" in second["summary"].split("## ok")[1]
+    assert "status: **reused (" in second["page"].split("## ok")[1] and "| reused (" in second["summary"]
     assert second["ok_mtime"] == first["ok_mtime"] and second["created"] == first["created"]
     assert second["fail_mtime"] != first["fail_mtime"]          # failed notebooks always run again
-    assert "status: **ok**" in third["summary"] and "## fail" not in third["summary"]
+    assert "status: **ok**" in third["page"] and "## fail" not in third["page"]
     assert third["ok_mtime"] != second["ok_mtime"]
 
 
@@ -82,12 +83,14 @@ def good():
     return {"schema": 3, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
             "claims": [claim("a-below-paper", "a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
-            "created": "2026-01-01T00:00:00+00:00", "extra": {}}
+            "created": "2026-01-01T00:00:00+00:00", "extra": {}, "provenance": {"commit": None, "code": "x", "seeds": [0]}}
 
 
 @pytest.mark.parametrize("change, msg", [
     (lambda d: d.pop("seed"), "miss the keys"),
     (lambda d: d.update(foo=1), "unknown keys"),
+    (lambda d: d.update(provenance={"commit": None}), "`provenance`"),
+    (lambda d: d["claims"][0].update(role="control?"), "['role']"),
     (lambda d: d.update(scale="huge"), "`scale`"),
     (lambda d: d.update(seed=True), "`seed`"),
     (lambda d: d.update(measured={}), "`measured` is empty"),
@@ -200,7 +203,7 @@ def test_list_names_shared_parameters_once():
     assert "    data_root: Optional[str] = None    # " in head
     assert len(per_notebook) >= 24 and not any("    scale:" in b or "    seed:" in b for b in per_notebook)
     lenet = next(b for b in per_notebook if b.startswith("merging_lenet"))
-    assert "    weights_path: Optional[str] = None    # the authors' checkpoint" in lenet
+    assert "    weights: Optional[str] = None    # the authors' checkpoint" in lenet
 
 
 def _emphasis(md: str) -> list[str]:
@@ -221,9 +224,9 @@ def test_generated_markdown_has_no_stray_emphasis():
 
 
 def test_committed_summary_renders_without_stray_emphasis():
-    "The committed record's summary.md has no italic span (every generated string is escaped)."
-    summary = Path(__file__).resolve().parent.parent / "reproduction" / "cpu" / "summary.md"
-    assert _emphasis(summary.read_text(encoding="utf-8")) == []
+    "The committed record's summary.md and per-paper pages have no italic span (every generated string is escaped)."
+    for page in (Path(__file__).resolve().parent.parent / "reproduction" / "cpu").glob("*.md"):
+        assert _emphasis(page.read_text(encoding="utf-8")) == [], page.name
 
 
 
@@ -295,12 +298,12 @@ def test_killed_run_resumes_and_leaves_no_result_of_the_killed_notebook(tmp_path
     state = json.loads((out / ".reproduce-state.json").read_text())
     assert (state["a"]["status"], state["b"]["status"], state["c"]["status"]) == ("ok", "running", "running")
     assert not (out / "executed" / "b.ipynb").exists()          # neither the earlier run's copy nor this run's unfinished one
-    assert all(json.loads(f.read_text()) for f in out.rglob("*.json"))   # every JSON file is whole
+    for f in out.rglob("*.json"): json.loads(f.read_text())      # every JSON file is whole (parses)
     a_mtime = (out / "executed" / "a.ipynb").stat().st_mtime_ns
     hold.unlink()
     assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
-    summary = out.joinpath("summary.md").read_text()
-    assert "status: **skipped**" in summary.split("## a")[1].split("## b")[0]         # a reused
+    summary = out.joinpath("other.md").read_text()
+    assert "status: **reused" in summary.split("## a")[1].split("## b")[0]         # a reused
     assert all("status: **ok**" in summary.split(f"## {n}")[1][:200] for n in "bc")  # b and c ran again
     assert (out / "executed" / "a.ipynb").stat().st_mtime_ns == a_mtime
     assert json.loads((out / ".reproduce-state.json").read_text())["b"]["status"] == "ok"

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 # %% auto #0
-__all__ = ['PAPERS', 'paper_module', 'paper_files', 'weight_files', 'write_paper_weights']
+__all__ = ['PAPERS', 'TITLES', 'registry', 'paper_module', 'paper_files', 'weight_files', 'write_paper_weights']
 
 # %% ../../nbs/papers/00_papers.ipynb #f5515c9d
 PAPERS = {
@@ -19,6 +19,20 @@ PAPERS = {
     "mask": "attribution_masks",
     "vsal": "variational_saliency",
 }  # repro notebook prefix → module of attribkit.papers
+
+
+TITLES = {
+    "distill": "000 · Park et al., Attribution Preservation in Network Compression (NeurIPS 2020)",
+    "dga": "001 · Jeon et al., Distilled Gradient Aggregation (NeurIPS 2022)",
+    "merging": "002 · Kim et al., Neuron Merging (NeurIPS 2020)",
+    "mask": "003 · Lee & Chang, Attribution Mask (preprint 2021)",
+    "vsal": "004 · Variational Saliency Maps (ICLR 2021 submission)",
+}
+
+
+def registry() -> dict:
+    "Each paper's title and its registry of claims (`PAPER_CLAIMS`, `attribkit.claims.PaperClaim`), by notebook prefix."
+    return {p: (TITLES[p], list(getattr(importlib.import_module(f"attribkit.papers.{m}"), "PAPER_CLAIMS", []))) for p, m in PAPERS.items()}
 
 
 def paper_module(notebook: str) -> ModuleType:

@@ -126,6 +126,7 @@ class Result:
     diagnoses: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    stand_ins: dict = field(default_factory=dict)
 
     def claim(self, key: str) -> dict:
         "The claim with `key`; a `KeyError` naming the keys there are."
@@ -182,6 +183,7 @@ class Result:
             "dry_run": r.dry_run,
             "tables": list(self.tables),
             "diagnoses": dict(self.diagnoses),
+            "stand_ins": dict(self.stand_ins),
         } | self.extra
         return save_results(
             name or r.name,
@@ -193,6 +195,7 @@ class Result:
             r.out_dir,
             wall_time=r.elapsed(),
             extra=extra,
+            seeds=r.seeds,
         )
 
 
