@@ -312,9 +312,12 @@ def _slug(name: str) -> str:
         s = "abs-" + s[1:-1]
     return re.sub(r"[^a-z0-9_.+=-]+", "-", s.lower().replace("×", "x")).strip("-")
 
-def _cell(vals: list) -> dict:
-    "{mean, se, n} of one per-image tensor per seed, over the shared unit (`unit_effects`: seeds from three on, else images)."
-    return mean_se(unit_effects(vals, "methods")[0])
+def _cell(vals: list, native: bool = False) -> dict:
+    "{mean, se, n} of one per-image tensor per seed, over the shared unit (`unit_effects`: seeds from three on, else images); `native`: each seed's mean taken in the tensors' own precision (as Figures 1 and 8 take it), not in float64."
+    effects, unit = unit_effects(vals, "methods")
+    if native and unit == "seeds":
+        effects = [float(v.mean()) for v in vals]
+    return mean_se(effects)
 
 def _summarise(runs: list, label: str, reference: str = "G×I") -> dict:
     "Results cells {mean, se, n} from `compare_methods` outputs of one model per seed: AUCs and paired differences to `reference`."
@@ -589,7 +592,7 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
     measured, claims, comparisons = _accuracy_cells(s), [], {}
     for label, sh in shares.items():
         for k, v in sh.items():
-            measured[f"{label} | {k} | positive mass on object"] = _cell(v)
+            measured[f"{label} | {k} | positive mass on object"] = _cell(v, native=True)
         for k, ref in FIG1_CLAIMS:
             if k not in sh or ref not in sh:
                 continue
@@ -599,7 +602,7 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
                       detail="effect = difference of object shares", not_evaluable=s.chance.get(label))
             claims.append(c)
             comparisons[c["key"]] = dict(model=label, method=k, reference=ref)
-    rows = {label: {k: _cell(v) for k, v in sh.items()} for label, sh in shares.items()}
+    rows = {label: {k: _cell(v, native=True) for k, v in sh.items()} for label, sh in shares.items()}
     table = paper_table(rows, decimals=3, corner="model", title="Share of the positive attribution on the target object ↑ "
                         "(the paper gives no numbers; ours ± SE)")
     extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=s.run.budget["n_steps"],
@@ -684,12 +687,12 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
                     first = dict(attr=attr.cpu(), path=path.cpu(), x=x.cpu(), y=y.cpu(), lr=lr)
     measured = _accuracy_cells(s)
     for k, v in (("|UFG| share on the object at step 0", phi_share), ("object area share", area)):
-        measured[f"{label} | {k}"] = _cell(v)
+        measured[f"{label} | {k}"] = _cell(v, native=True)
     P = torch.stack([p.mean(1) for p in probs])                          # (seeds, N)
     for n in range(0, n_steps, 5):
         measured[f"{label} | step {n} | target prob"] = mean_se(P[:, n]) if len(P) > 1 else float(P[0, n])
     for k, v in late.items():
-        measured[f"{label} | {k} | {_RATIO}"] = _cell(v)
+        measured[f"{label} | {k} | {_RATIO}"] = _cell(v, native=True)
     ne, model_key = s.chance.get(label), _slug(s.paper_names.get(label, label))
     effects = [("fig8/dga-keeps-object", "keeps more of the object than of the background (log ratio > 0)", late["DGA (UFG)"],
                 "effect = log(mean mask on object / off object), steps N/2..N−1")]
@@ -700,7 +703,7 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
     for key, text, per_seed, detail in effects:
         e, unit = unit_effects(per_seed, "methods")
         claims.append(claim(f"{key}/{model_key}", f"{label}: the DGA sequence {text}", e, units=unit, detail=detail, not_evaluable=ne))
-    table = paper_table({label: {k: _cell(v) for k, v in late.items()}}, decimals=3, corner="model",
+    table = paper_table({label: {k: _cell(v, native=True) for k, v in late.items()}}, decimals=3, corner="model",
                         title="log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)")
     extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=n_steps, object=_object_note(s, threshold),
                  model=label, background=sum(background) / len(background),
