@@ -1,11 +1,13 @@
 "DGA against an independent re-implementation of the paper's appendix listing, and its contract."
+import json
+from pathlib import Path
 import pytest, torch
 from torch import nn
 from attribkit.core import target_grad, model_scope, attribute, as_local
 from attribkit.attr.cam import UniformFullGrad
 from attribkit.dga import DGA, appendix_dga, epc_mask, wc_mask
-from attribkit.papers.gradient_aggregation import (flip_scores, paired_difference, compare_methods, summarise, versus_claims,
-                                                   dga_setup, load_paper_model, paper_images)
+from attribkit.papers import gradient_aggregation as ga
+from attribkit.papers.gradient_aggregation import flip_scores, compare_methods, load_paper_model, paper_images
 
 
 def gxi(model, x, t):
@@ -141,43 +143,97 @@ def test_flip_scores_equal_pixel_flipping():
     with pytest.raises(ValueError, match="shape"): flip_scores(m, x, a[:, :1], t)
 
 
-def test_paired_difference():
-    a, b = torch.tensor([1., 2., 3., 4.]), torch.tensor([0., 2., 2., 2.])
-    d = paired_difference(a, b)
-    assert d["n"] == 4 and abs(d["mean"] - 1.0) < 1e-12
-    assert abs(d["std"] - (2 / 3) ** 0.5 / 2) < 1e-12  # differences 1, 0, 1, 2: sample variance 2/3, SE = s/√4
+def hand_setup(scale="cpu", dry_run=False, images=4, name="M", paper_name="VGG-16", model=None):
+    "A hand-built `Setup`: one tiny model (the same for each seed of the run) on a few random images, no training."
+    run = ga.start("test", ga.BUDGETS, scale, dry_run=dry_run, n_steps=3, flip_steps=4)
+    m = (model or bn_cnn()).float()
+    x, t = torch.randn(images, 3, 8, 8, generator=torch.Generator().manual_seed(0)), torch.arange(images) % 5
+    return ga.Setup(run, [{name: (m, x, t)}] * len(run.seeds), "random", paper_names={name: paper_name})
 
 
-def test_compare_summarise_and_claims():
-    from attribkit.papers.gradient_aggregation import summarise_runs, control_methods, CONTROLS, seed_claim
-    m, x, t = bn_cnn(), torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2, 3])
-    res = compare_methods(m, x, t, {"G×I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt)}, seed=0)
-    assert set(res) == {"G×I", "DGA", "random"} and res["DGA"]["lerf_prob"].shape == (4,)
-    cells = summarise(res, "M")
-    assert cells["M | DGA | LeRF prob"] == pytest.approx(float(res["DGA"]["lerf_prob"].mean()))
-    d = cells["M | DGA − G×I | MoRF logit (paired, ± SE)"]
-    assert d["n"] == 4 and d["mean"] == pytest.approx(float((res["DGA"]["morf_logit"] - res["G×I"]["morf_logit"]).mean()))
-    # one claim per order and score, signed so that positive = the paper's direction, paired over the images
-    claims = versus_claims(res, "M", "DGA", ("G×I",))
-    assert [c["claim"] for c in claims] == ["M: DGA LeRF (probability) is above G×I's", "M: DGA MoRF (probability) is below G×I's",
-                                            "M: DGA LeRF (logit) is above G×I's", "M: DGA MoRF (logit) is below G×I's"]
-    assert all(set(c) == {"claim", "verdict", "effect", "se", "n", "detail"} and c["n"] == 4 for c in claims)
-    assert claims[0]["effect"] == pytest.approx(float((res["DGA"]["lerf_prob"] - res["G×I"]["lerf_prob"]).mean()))
-    assert claims[1]["effect"] == pytest.approx(float((res["G×I"]["morf_prob"] - res["DGA"]["morf_prob"]).mean()))
-    # several seeds: the units are the seeds (per-seed means of the paired differences)
-    runs = [compare_methods(m, x, t, {"G×I": gxi, "DGA": lambda mm, xx, tt: DGA(mm, n_steps=3).attribute(xx, tt),
-                                      **control_methods()}, seed=s) for s in range(3)]
-    cs = versus_claims(runs, "M", references=("G×I",) + CONTROLS)
-    assert len(cs) == 20 and all(c["n"] == 3 and "seeds" in c["detail"] for c in cs)
-    per_seed = [float((r["DGA"]["lerf_logit"] - r["random"]["lerf_logit"]).mean()) for r in runs]
-    c = next(c for c in cs if c["claim"] == "M: DGA LeRF (logit) is above random's")
+def test_flip_table_step_keyed_claims_and_diagnoses():
+    "flip_table on a hand-built 3-seed setup: measured cells over the seeds, one keyed claim per comparison, a diagnosis read from the measured cells for each claim that does not hold."
+    s = hand_setup()
+    res = ga.flip_table(s, ["G×I", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
+    assert [c["key"] for c in res.claims[:2]] == ["table1/dga-over-gxi/vgg-16/lerf_prob", "table1/dga-over-gxi/vgg-16/morf_prob"]
+    assert len(res.claims) == 4 * 5 and all(c["n"] == 3 and "seeds" in c["detail"] for c in res.claims)   # DGA(G×I) not run: no claims
+    assert res.measured["M | DGA(G×I) | LeRF prob"] == "n/a (not run)"
+    c = res.claim("table1/dga-over-random/vgg-16/lerf_logit")
+    per_seed = [float((r["DGA"]["lerf_logit"] - r["random"]["lerf_logit"]).double().mean())
+                for r in [compare_methods(*s.per_seed[0]["M"], ga.local_maps(["DGA"], s.run.budget), seed=k, steps=4) for k in s.seeds]]
     assert c["effect"] == pytest.approx(sum(per_seed) / 3)
-    assert summarise_runs(runs, "M")["M | DGA − G×I | LeRF prob (paired)"]["n"] == 3
-    assert seed_claim("x", torch.tensor([1.0]))["verdict"] == "not evaluable"
-    assert versus_claims(runs, "M", not_evaluable="model at chance")[0]["verdict"] == "not evaluable"
-    # the same seed gives the same control and the same tie-breaking
-    again = compare_methods(m, x, t, {"G×I": gxi}, seed=0)
-    assert torch.equal(again["random"]["lerf_prob"], res["random"]["lerf_prob"])
+    assert res.measured["M | DGA − G×I | LeRF prob (paired)"]["n"] == 3
+    assert {k for k in res.diagnoses} == {c["key"] for c in res.claims if c["verdict"] != "holds"}
+    for k, text in res.diagnoses.items():
+        assert "AUC minus" in text
+
+
+def test_flip_table_reports_model_at_chance_and_smoke_claims():
+    "A model at chance (test accuracy of the shared rule) makes every claim not evaluable with the reason; at smoke the reported claims are not evaluable."
+    s = hand_setup()
+    s.accuracy, s.num_classes = {"M": [0.9, 0.15, 0.9]}, 10
+    res = ga.flip_table(s, ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
+    assert res.claims and all(c["verdict"] == "not evaluable" and "M at chance: test accuracy 0.150 < 0.190" in c["detail"]
+                              for c in res.claims)
+    smoke = ga.flip_table(hand_setup("smoke"), ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
+    assert all(c["n"] == 4 and "paired images" in c["detail"] for c in smoke.claims)          # one seed: paired images
+    assert {c["verdict"] for c in smoke.reported_claims} == {"not evaluable"}
+
+
+def test_figure_steps_on_a_hand_built_setup(tmp_path):
+    "object_shares, path_concentration and grid on a tiny model: keyed claims, a reader's edit of the maps or the grid drops the claims that need what was dropped, and save() writes the JSON and the figures."
+    import matplotlib
+    matplotlib.use("Agg")
+    s = hand_setup("paper", dry_run=True)
+    s.run.out_dir = str(tmp_path)
+    res = ga.object_shares(s)
+    assert res.measured["M | object area (chance) | positive mass on object"]["mean"] == 0.25     # the centred square
+    assert [c["key"] for c in res.claims][-1] == "fig1/dga-over-input-intensity/vgg-16"
+    assert [c["key"] for c in ga.object_shares(s, ["UFG", "DGA"]).claims] == ["fig1/dga-over-ufg/vgg-16"]
+    with pytest.raises(ValueError, match="`maps` must be names"):
+        ga.object_shares(s, ["UFG", "Saliency"])
+    path = ga.path_concentration(s)
+    assert [c["key"].split("/")[1] for c in path.claims] == ["dga-keeps-object", "dga-over-random-local", "dga-over-intensity-local"]
+    g = ga.grid(s, ns=[1, 3], qs=[0.6, 1.0])
+    assert len(g.claims) == 2 * 4 + 4 + 3 * 4 and g.claims[0]["key"] == "fig9/aggregation/vgg-16/q=0.6/lerf_prob"
+    assert len(ga.grid(s, ns=[3], qs=[0.9]).claims) == 3 * 4                                       # no N = 1, no q = 0.6
+    g.figures["g"] = ga.fig9_figure(s, g)
+    d = json.loads(g.save().read_text())
+    assert d["name"] == "test" and d["claims"][0]["key"] == g.claims[0]["key"] and (tmp_path / "figures" / "g.png").exists()
+
+
+def test_moons_step_on_an_untrained_toy():
+    "moons_identities on a hand-built toy (an untrained moons_mlp): the identities' residuals and no claims."
+    from attribkit.models import moons_mlp
+    torch.manual_seed(0)
+    run = ga.start("dga_moons_toy", ga.BUDGETS, "smoke")
+    X = torch.tensor([[1e-4, -2e-4], [0.5, 0.2], [-1.0, 1.5], [1.5, -0.4]], dtype=torch.float64)
+    toy = ga.MoonsSetup(run, moons_mlp().double().eval(), X, [0, 1, 0, 1], 0.5, 1, 2.5)
+    res = ga.moons_identities(toy, n_steps=3)
+    assert res.claims == [] and res.measured["test accuracy"] == 0.5
+    assert res.measured["A | identity check: max |IG − G×I| (0 in the baseline's region)"] < 1e-9
+    for p in ("A (region of the baseline)", "B (other region)"):
+        assert res.measured[f"{p} | identity check: |Σ UFG − f|"] < 1e-9
+
+
+@pytest.mark.slow
+def test_reader_edit_of_a_repro_notebook_runs(tmp_path):
+    "A reader drops two methods from dga_table1_local's `methods` line: the notebook runs at smoke and its result has neither their cells nor their claims."
+    import papermill as pm
+    root = Path(__file__).resolve().parent.parent
+    nb = json.loads((root / "nbs" / "repro" / "dga_table1_local.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith("methods = ["))
+    src = "".join(cell["source"])
+    assert '"|G×I|", "DGA N=1"]' in src
+    cell["source"] = src.replace(', "|G×I|", "DGA N=1"]', "]")
+    edited = tmp_path / "dga_table1_local.ipynb"
+    edited.write_text(json.dumps(nb))
+    pm.execute_notebook(str(edited), str(tmp_path / "executed.ipynb"), cwd=str(root), kernel_name="python3", progress_bar=False,
+                        parameters={"out_dir": str(tmp_path / "out"), "device": "cpu", "n_images": 4, "flip_steps": 4, "n_steps": 3})
+    d = json.loads((tmp_path / "out" / "dga_table1_local.json").read_text())
+    assert d["measured"] and not any("|G×I|" in k or "DGA N=1" in k for k in d["measured"])
+    assert d["claims"] and not any("abs-gxi" in c["key"] or "dga-n=1" in c["key"] for c in d["claims"])
+    assert any(c["key"].startswith("table1/dga-over-relu-gxi/") for c in d["claims"])
 
 
 def test_controls_are_what_they_say():
@@ -207,26 +263,27 @@ def test_moons_identities():
 
 
 def test_paper_scale_fails_clearly_without_local_files(tmp_path):
-    with pytest.raises(FileNotFoundError, match="weights_path"):
+    with pytest.raises(FileNotFoundError, match="`weights`"):
         load_paper_model("VGG-16", None)
     with pytest.raises(FileNotFoundError, match="never downloads"):
         load_paper_model("ResNet-18", tmp_path)
     with pytest.raises(FileNotFoundError, match="ImageNet"):
         paper_images(tmp_path, 224, 4)
     with pytest.raises(ValueError, match="`scale`"):
-        dga_setup("huge")
+        ga.start("dga_table1_local", ga.BUDGETS, "huge")
 
 
-def test_fake_weights_load_into_the_paper_architectures(tmp_path, monkeypatch):
-    "write_fake_weights writes torchvision state dicts at the default paths; load_paper_model reads them back (weights_only)."
-    from attribkit.papers import gradient_aggregation as ga
-    monkeypatch.setattr(ga, "PAPER_MODELS", {"ResNet-18": ga.PAPER_MODELS["ResNet-18"]})   # one architecture keeps the test fast
-    monkeypatch.setattr(ga, "WEIGHTS", {"ResNet-18": "weights/resnet18.pth"})
-    ga.write_fake_weights(tmp_path)
-    assert (tmp_path / "weights" / "resnet18.pth").exists()
+def test_declared_weight_files_load_into_the_paper_architectures(tmp_path):
+    "WEIGHT_FILES declares the torchvision files shared with the other papers (float16 in the dry run); load_paper_model reads one back (weights_only)."
+    from attribkit.papers.experiment import torchvision_weights, write_weight_files
+    assert [f.path for f in ga.WEIGHT_FILES] == ["weights/vgg16.pth", "weights/resnet18.pth", "weights/inception_v3.pth"]
+    assert ga.WEIGHT_FILES[0] is torchvision_weights("vgg16")          # one declaration for every paper that reads vgg16.pth
+    write_weight_files(tmp_path, [ga.WEIGHT_FILES[1]])                 # one architecture keeps the test fast
+    assert torch.load(tmp_path / "weights" / "resnet18.pth", weights_only=True)["conv1.weight"].dtype == torch.float16
     m = ga.load_paper_model("ResNet-18", data_root=tmp_path)
-    assert m(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
+    assert m.conv1.weight.dtype == torch.float32 and m(torch.zeros(1, 3, 64, 64)).shape == (1, 1000)
     assert ga.PAPER_FILES["dga_fig9_grid"] == ["imagenet/val", "weights/resnet18.pth"]
+    assert not hasattr(ga, "write_fake_weights")
 
 
 def test_load_paper_model_rejects_another_architecture(tmp_path):
@@ -235,10 +292,10 @@ def test_load_paper_model_rejects_another_architecture(tmp_path):
     from attribkit.models import lenet_300_100
     p = tmp_path / "resnet18.pth"; torch.save(lenet_300_100().state_dict(), p)
     with pytest.raises(ValueError) as e:
-        load_paper_model("ResNet-18", weights_path=tmp_path)
+        load_paper_model("ResNet-18", weights=tmp_path)
     msg = str(e.value)
     assert msg.startswith(f"weights file {p} does not fit torchvision.models.resnet18(): the file has 6 tensors, the model 122; missing 122: conv1.weight")
     assert "unexpected 6: classifier.0.weight" in msg
     p.write_bytes(b"<html>")
     with pytest.raises(ValueError, match=r"resnet18.pth is not a torch checkpoint"):
-        load_paper_model("ResNet-18", weights_path=tmp_path)
+        load_paper_model("ResNet-18", weights=tmp_path)
