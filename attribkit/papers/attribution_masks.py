@@ -18,6 +18,8 @@ from ..core import as_local, seed_everything
 from ..mask import attribution_mask, implicit_bias, mask_dataset, masked_input_accuracy
 from ..results import paper_table
 from .experiment import Result, Run, WeightFile, diagnose, start
+_all_ = ["start"]   # re-exported: a notebook calls P.start(name, P.BUDGETS, …)
+
 
 # %% auto #0
 __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', 'TABLE5', 'TABLE4', 'DIGITS_NIB_CONFIG',
@@ -26,7 +28,7 @@ __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', '
            'Setup', 'setup', 'input_intensity', 'object_pixels', 'object_coverage', 'Gallery', 'gallery_masks',
            'coverage_table', 'class_names', 'gallery_figures', 'mass_on_object', 'mia_curves', 'mia_figure',
            'depth_curves', 'depth_figure', 'hits', 'input_norm_kept', 'students', 'train_students', 'students_figure',
-           'bias_curves', 'bias_figure']
+           'bias_curves', 'bias_figure', 'start']
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #a96fe840
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
