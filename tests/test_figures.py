@@ -48,7 +48,7 @@ def gallery_result(n_images=3, n_methods=8):
     mks = {f"method {k}": torch.rand(10, n_images, 1, 32, 32, generator=g) for k in range(n_methods)}
     return SimpleNamespace(shown=(torch.rand(n_images, 1, 32, 32, generator=g), ys, mks), splits=splits("fashion_mnist"),
                            model="NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)",
-                           seeds=[0, 1, 2], scale="cpu")
+                           seeds=[0, 1, 2], scale="cpu", iterations=[1, 2, 3, 5, 10])
 
 
 @pytest.mark.parametrize("n_images,n_methods,n_figs", [(3, 8, 3), (5, 4, 3), (1, 11, 2)])
@@ -71,11 +71,11 @@ def test_gallery_splits_rather_than_tall(n_images, n_methods, n_figs):
 
 def test_mia_figure_shares_x_and_keeps_legends_off_the_curves():
     I, methods = 10, [AM.PGXI, "GBP", "G×I", "DL", "IG", "G×SI", "G (control)", "random (control)"]
-    d = SimpleNamespace(I=I, methods=methods, model="NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32",
-                        Q={m: np.random.default_rng(k).random((3, I + 1)) for k, m in enumerate(methods)},
-                        QP={"G×SI": np.random.default_rng(9).random((3, I + 1))})
-    for runs in ({"cifar10": d}, {"cifar10": d, "cifar100": d}):
-        fig = AM.mia_figure(SimpleNamespace(runs=runs, scale="cpu", seeds=[0, 1, 2]))
+    curves = {m: list(np.random.default_rng(k).random(I + 1)) for k, m in enumerate(methods)}
+    for dsets in (["cifar10"], ["cifar10", "cifar100"]):
+        extra = {"iterations": I, "models": {d: "NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32" for d in dsets},
+                 "curves": {d: curves for d in dsets}, "curves_pred": {d: {"G×SI": curves["G×SI"]} for d in dsets}}
+        fig = AM.mia_figure(SimpleNamespace(extra=extra, run=SimpleNamespace(scale="cpu", seeds=[0, 1, 2])))
         assert len({a.get_xlim() for a in fig.axes}) == 1 and fig.axes[0].get_xlim()[1] >= 19   # the paper's 20 iterations
         assert legends_clear_of_data(fig) and max(saved_px(fig)) <= MAX_PX
         plt.close(fig)

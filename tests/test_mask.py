@@ -1,10 +1,10 @@
-"Recursive attribution masks and MIA: identities on no-implicit-bias models, batching, controls, bad input."
+"Recursive attribution masks and MIA: identities on no-implicit-bias models, batching, controls, bad input; the paper runner's steps on a hand-built setup and a reader's edit of a repro notebook."
+import os
 import pytest, torch
 from torch import nn
 import attribkit
 from attribkit.core import attribute, target_grad
 from attribkit.mask import attribution_mask, implicit_bias, mask_dataset, masked_input_accuracy
-from attribkit.papers.attribution_masks import mia_curves
 from attribkit.models import nib_vgg
 
 
@@ -76,13 +76,6 @@ def test_rescaling_changes_nothing_on_a_nib_model():
     torch.testing.assert_close(a, b)
 
 
-def test_mia_curves_random_control_is_seeded():
-    m, (x, y) = nib(), data()
-    c1 = mia_curves(m, (x, y), {"random": "random"}, 3, seed=5, progress=False)
-    c2 = mia_curves(m, (x, y), {"random": "random"}, 3, seed=5, progress=False)
-    assert c1 == c2
-
-
 def test_mask_dataset_cache_roundtrip(tmp_path):
     m, (x, y) = nib(), data()
     ds = mask_dataset(m, (x, y), "gxsi", 2, cache=tmp_path / "c.pt", progress=False)
@@ -143,13 +136,15 @@ def test_paper_module_lists_every_mask_notebook_and_caps_the_dry_run():
     from attribkit.papers import attribution_masks as P
     names = {p.stem for p in (Path(__file__).resolve().parents[1] / "nbs" / "repro").glob("mask_*.ipynb")}
     assert set(P.PAPER_FILES) == names
-    b = P.budget("paper", dry_run=True)
-    assert b["seeds"] == 1 and max(b["n_mia"], b["n_mia_table2"], b["n_score"], b["n_test"]) <= 4
-    assert b["train_images"] <= 2 * b["train_batch"] and P.student_recipe("paper", dry_run=True)["epochs"] == 1
+    b = P.start("mask_table2_mia", P.BUDGETS, "paper", dry_run=True).budget
+    assert b["seeds"] == 1
+    assert max(b["n_mia"], b["n_mia_table2"], b["n_score"], b["n_test"], b["test_images"]) <= 4
+    assert b["train_images"] <= 2 * b["recipe"]["cifar10"]["batch_size"] and b["recipe"]["cifar100"]["epochs"] == 1
+    assert {f.path for f in P.WEIGHT_FILES} == {p for ps in P.PAPER_FILES.values() for p in ps if p.startswith("weights/")}
 
 
 def test_paper_nib_weights_of_another_architecture_fail_before_training(tmp_path, monkeypatch):
-    "A pre-trained NIB VGG file that holds another model: nib_setup at paper scale fails naming the file instead of loading or training."
+    "A pre-trained NIB VGG file that holds another model: setup at paper scale fails naming the file instead of loading or training."
     from attribkit.fake_data import write_cifar10
     from attribkit.models import lenet_300_100
     from attribkit.papers import attribution_masks as P
@@ -157,8 +152,147 @@ def test_paper_nib_weights_of_another_architecture_fail_before_training(tmp_path
     p = tmp_path / "weights" / P.weights_name("vgg13-6", "cifar10", 0); p.parent.mkdir()
     torch.save(lenet_300_100().state_dict(), p)
     monkeypatch.setattr(P.M, "train_cached", lambda *a, **k: pytest.fail("trained instead of failing"))
+    run = P.start("mask_table3_depth", P.BUDGETS, "paper", data_root=tmp_path, device="cpu")
     with pytest.raises(ValueError) as e:
-        P.nib_setup("paper", cfg="vgg13-6", data_root=tmp_path)
+        P.setup(run, {"NIB VGG13-6": dict(cfg="vgg13-6")})
     msg = str(e.value)
     assert msg.startswith(f"weights file {p} does not fit attribkit.models.nib_vgg(**{{'cfg': 'vgg13-6', 'num_classes': 10")
     assert "missing " in msg and "features.0.weight" in msg
+
+
+# ---- the paper runner's steps on a hand-built setup: untrained tiny NIB VGGs on 16 random 8×8 images of 4 classes ----
+
+def tiny_setup(tmp_path, names=("NIB VGG16",), acc=0.9, num_classes=4, **knobs):
+    from torch.utils.data import TensorDataset
+    from attribkit import data as D
+    from attribkit.papers import attribution_masks as P
+    run = P.start("mask_test", P.BUDGETS, "cpu", device="cpu", out_dir=str(tmp_path), **knobs)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16, 3, 8, 8, generator=g), torch.arange(16) % 4
+    data = D.DataSplits(TensorDataset(x, y), TensorDataset(x, y), num_classes, (0.0,) * 3, (1.0,) * 3, "tiny")
+    torch.manual_seed(0)
+    models = {("cifar10", n, k): nib_vgg("vgg13-6", num_classes=4, input_size=8, width=8, hidden=32, dropout=0.0,
+                                         init="kaiming").eval() for n in names for k in run.seeds}
+    return P.Setup(run, {"cifar10": data}, models, {n: {} for n in names}, dict.fromkeys(models, acc))
+
+
+def saved(res) -> dict:
+    import json
+    return json.loads(res.save().read_text())
+
+
+def test_gallery_steps_on_a_hand_built_setup(tmp_path):
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from attribkit.papers import attribution_masks as P
+    s = tiny_setup(tmp_path)
+    g = P.gallery_masks(s, {"G×SI": "gxsi", "GBP": "gbp", "random (control)": "random"}, iterations=[1, 3], n_scored=8, n_shown=2)
+    res = P.coverage_table(g)
+    assert list(res.measured) == [f"{m} object coverage of m*_3 (%)" for m in ("G×SI", "GBP", "random (control)")] + \
+        [f"NIB VGG16 test accuracy seed {k} (%)" for k in (0, 1, 2)]
+    assert [c["key"] for c in res.claims] == ["fig3/gxsi-over-pgxi", "fig3/gxsi-over-gbp", "fig3/gxsi-over-random",
+                                              "fig3/gxsi-over-intensity"]
+    assert res.claim("fig3/gxsi-over-gbp")["n"] == 3 and res.claim("fig3/gxsi-over-pgxi")["verdict"] == "not evaluable"
+    res.figures["mask_test"] = P.gallery_figures(g)
+    d = saved(res)
+    assert d["name"] == "mask_test" and d["claims"][1]["key"] == "fig3/gxsi-over-gbp" and (tmp_path / "figures").exists()
+    plt.close("all")
+
+
+def test_mia_step_adapts_to_the_methods_given(tmp_path, capsys):
+    "Without DL and IG the step runs (the G×I = DL = IG identity check says what it needs); a claim on a dropped method is not evaluable and names it."
+    from attribkit.papers import attribution_masks as P
+    s = tiny_setup(tmp_path)
+    res = P.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi", "GBP": "gbp", "random (control)": "random"}, iterations=3,
+                       pred_methods={"G×SI": "gxsi"}, n_images=8)
+    assert "identity check skipped: it needs G×I and DL or IG" in capsys.readouterr().out
+    assert len(res.claims) == 11 and all(c["key"].endswith("/cifar10") for c in res.claims)
+    assert res.claim("mia/c-falls/gbp/cifar10")["n"] == 3
+    assert "PG×I (|∇|⊙z, code) not in this run" in res.claim("mia/c-falls/pgxi/cifar10")["detail"]
+    assert "G×SI Q3" in res.measured and "G×SI (prediction-targeted) Q3" in res.measured and "DL Q3" not in res.measured
+    res2 = P.mia_curves(s, {"G×I": "gxi", "DL": "deeplift", "random (control)": "random"}, iterations=2, n_images=8)
+    assert "identity check (not a claim): max |Q(G×I) − Q(DL)| = 0.00 pt" in capsys.readouterr().out
+    assert res2.extra["curves"]["cifar10"]["random (control)"] == \
+        P.mia_curves(s, {"random (control)": "random"}, iterations=2, n_images=8).extra["curves"]["cifar10"]["random (control)"]
+    assert saved(res)["extra"]["object_mass_share"]["cifar10"].keys() == {"G×SI", "G×I", "GBP", "random (control)"}
+
+
+def test_chance_is_the_shared_rule(tmp_path):
+    "A model at chance makes its claims not evaluable by `claims.chance_reason`: 15 % is chance for 4 classes, not for 100."
+    from attribkit.papers import attribution_masks as P
+    methods = {"G×SI": "gxsi", "G×I": "gxi"}
+    low = P.mia_curves(tiny_setup(tmp_path, acc=0.15), methods, iterations=2, n_images=8)
+    assert "NIB VGG16 at chance: test accuracy 0.150 < 0.325" in low.claim("mia/b2-gxsi-over-gxi/cifar10")["detail"]
+    many = P.mia_curves(tiny_setup(tmp_path, acc=0.15, num_classes=100), methods, iterations=2, n_images=8)
+    assert many.claim("mia/b2-gxsi-over-gxi/cifar10")["n"] == 3
+
+
+def test_depth_step_on_a_hand_built_setup(tmp_path):
+    from attribkit.papers import attribution_masks as P
+    s = tiny_setup(tmp_path, names=["NIB VGG13-6", "NIB VGG16"])
+    res = P.depth_curves(s, {"G×SI": "gxsi", "random": "random"}, iterations=3, n_images=8)
+    assert [c["key"] for c in res.claims][:3] == ["depth/q1-over-q0/vgg13-6", "depth/qi-over-q0/vgg13-6",
+                                                  "depth/over-random/vgg13-6"]
+    assert res.claim("depth/deeper-slower")["detail"].startswith("n = 3 seeds")
+    assert "NIB VGG16 random Q3" in res.measured and "NIB VGG13-6 test accuracy (%)" in res.measured
+    no_random = P.depth_curves(s, {"G×SI": "gxsi"}, iterations=3, n_images=8)
+    assert no_random.claim("depth/over-random/vgg16")["verdict"] == "not evaluable"
+
+
+def test_students_step_on_a_hand_built_setup(tmp_path, monkeypatch):
+    from attribkit import models as M
+    from attribkit.papers import attribution_masks as P
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path / "cache"))
+    recipe = dict(epochs=1, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=8, schedule="cosine")
+    s = tiny_setup(tmp_path, recipe={"cifar10": recipe, "cifar100": recipe}, seeds=2)
+    students = {"NIB VGG13-6": (M.nib_vgg, dict(cfg="vgg13-6", num_classes=4, input_size=8, width=8, hidden=32, dropout=0.0,
+                                                init="kaiming")),
+                "WRN-10-2": (M.wrn, dict(depth=10, widen=1, num_classes=4, in_channels=3, width=8))}
+    arms = {"w/o": None, "w/ i=3": ("gxsi", 3, "label"), "random w/ i=3": ("random", 3, "label")}
+    res = P.train_students(s, students, arms, control_arms=["random w/ i=3"], n_train=16, n_test=8)
+    assert set(res.extra["accuracy"]["WRN-10-2"]) == {"w/o", "w/ i=3"}
+    assert "NIB VGG13-6 random w/ i=3" in res.measured and "WRN-10-2 random w/ i=3" not in res.measured
+    assert "arm w/ i=10 not trained for NIB VGG13-6" in res.claim("students/masked-over-plain/vgg13-6/i10")["detail"]
+    # one epoch on 16 images teaches the tiny students nothing: the shared chance rule makes their claims not evaluable,
+    # and the diagnosis says the student did not learn
+    assert "NIB VGG13-6 (arms w/ i=3, random w/ i=3) at chance" in res.claim("students/over-random/vgg13-6")["detail"]
+    assert "is at chance on the plain data too" in res.diagnoses["students/over-random/vgg13-6"]
+    d = saved(res)
+    assert d["extra"]["student_train_images"] == 16
+
+
+def test_bias_step_on_a_hand_built_setup(tmp_path):
+    from attribkit.papers import attribution_masks as P
+    s = tiny_setup(tmp_path, names=list(P.BIAS_VARIANTS))
+    res = P.bias_curves(s, {"G×I": "gxi", "G×SI": "gxsi", "random": "random"}, iterations=5, rescaled={"G×SI": "gxsi"},
+                        n_images=8)
+    assert len(res.claims) == 8 and res.claims[0]["key"] == "bias/lowers-gxsi/vgg16+lb"
+    assert "NIB VGG16 + LB G×SI (rescaled) Q5" in res.measured
+    assert res.measured["NIB VGG16 median implicit bias / |f_k|"] < 1e-5    # the hand-built models have no biases
+    no_gxi = P.bias_curves(s, {"G×SI": "gxsi", "random": "random"}, iterations=5, n_images=8)
+    assert "G×I not in this run" in no_gxi.claim("bias/gxsi-over-gxi")["detail"]
+    assert no_gxi.claim("bias/rescaling-raises/vgg16+lb")["verdict"] == "not evaluable"
+
+
+@pytest.mark.slow
+def test_reader_edit_drops_dl_and_ig_from_the_mia_methods(tmp_path, monkeypatch):
+    "The issue's reader test: delete the DL and IG lines of mask_table2_mia's method list; the notebook runs at smoke and its result has neither."
+    import json
+    from pathlib import Path
+    import papermill as pm
+    root = Path(__file__).resolve().parents[1]
+    src = root / "nbs" / "repro" / "mask_table2_mia.ipynb"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    nb = json.loads(src.read_text())
+    cell = next(c for c in nb["cells"] if "methods = {" in "".join(c["source"]))
+    lines = [l for l in cell["source"] if not l.lstrip().startswith(('"DL":', '"IG":'))]
+    assert len(lines) == len(cell["source"]) - 2, "the method list no longer has one DL and one IG line"
+    cell["source"] = lines
+    edited = tmp_path / "mask_table2_mia.ipynb"
+    edited.write_text(json.dumps(nb))
+    pm.execute_notebook(str(edited), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", out_dir=str(tmp_path), device="cpu"),
+                        kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    d = json.loads((tmp_path / "mask_table2_mia.json").read_text())
+    assert not any(k.startswith(("DL ", "IG ")) for k in d["measured"]) and "G×I Q10" in d["measured"]
+    assert len(d["claims"]) == 11 and set(d["extra"]["curves"]["cifar10"]) == {
+        "PG×I (|∇|⊙z, code)", "PG×I ([∇]⁺⊙z, text)", "GBP", "G×I", "G×SI", "G (control)", "random (control)"}
