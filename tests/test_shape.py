@@ -19,7 +19,7 @@ def test_paper_module_has_the_skeleton(prefix):
     assert list(inspect.signature(mod.setup).parameters)[0] == "run", f"{mod.__name__}.setup must take the run first"
     assert not hasattr(mod, "write_fake_weights"), f"{mod.__name__} writes its own fake weights; declare WEIGHT_FILES"
     assert all(isinstance(f, experiment.WeightFile) for f in getattr(mod, "WEIGHT_FILES", []))
-    assert len(mod.__all__) <= 40, f"{mod.__name__} exports {len(mod.__all__)} names"
+    assert len(mod.__all__) <= 50, f"{mod.__name__} exports {len(mod.__all__)} names"
 
 @pytest.mark.parametrize("prefix", sorted(PAPERS))
 def test_no_claim_found_by_its_wording(prefix):
