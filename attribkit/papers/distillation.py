@@ -407,7 +407,7 @@ def _result(S: Setup, table: dict, cols: list, title: str, decimals: int, measur
     diagnose(res, RULES)
     return res
 
-# %% ../../nbs/papers/01_distillation.ipynb #d02a5694
+# %% ../../nbs/papers/01_distillation.ipynb #9b3f5e06
 LAMBDAS = (1.0, 10.0, 100.0)
 
 
@@ -437,7 +437,7 @@ def _first_batch_ratio(S: Setup, head_init: str, lam: float, s: int) -> tuple[fl
 
     g_task = norm(torch.autograd.grad(multilabel_kd_loss(zs, zt, y), P, retain_graph=True, allow_unused=True))
     g_aux = norm(torch.autograd.grad(lam * attribution_matching_loss(sm, tm), P, allow_unused=True))
-    return g_aux / g_task, float(sm.flatten(1).norm(dim=1).median())
+    return g_aux / g_task, float(sm.detach().flatten(1).norm(dim=1).median())
 
 
 def _lambda_sweep(S: Setup, lambdas) -> dict:
