@@ -323,7 +323,7 @@ def _tiny_setup(seeds: int = 2, n: int = 16, **knobs) -> Setup:
     S.teacher_scores = S.scores(S.teacher, maps={})
     return S
 
-# %% ../../nbs/papers/01_distillation.ipynb #5955df0a
+# %% ../../nbs/papers/01_distillation.ipynb #84e2b869
 def _seed_claim(key: str, text: str, effects, detail: str) -> dict:
     "A claim from one effect per seed (trained models compared: the unit is the seed, `claims.unit_effects`)."
     e, units = unit_effects([[float(x)] for x in np.asarray(effects, dtype=np.float64).ravel()], compare="models")
@@ -361,7 +361,9 @@ def _compared_why(result: Result, c: dict) -> str:
     spread = f"effect {c['effect']:+.2f} ± {c['se']:.2f} over {c['n']} seeds"
     if cmp["measure"] == "Point Acc":
         return f"Point Acc is one arg-max pixel per pair, a noisy measure ({spread}); {_means(cmp)}"
-    return f"the per-seed differences straddle zero or point the other way ({spread}); {_means(cmp)}"
+    if c["verdict"] == "fails":
+        return f"the effect points the other way ({spread}); {_means(cmp)}"
+    return f"the per-seed differences straddle zero ({spread}); {_means(cmp)}"
 
 
 def _teacher_why(result: Result, c: dict) -> str:
@@ -407,7 +409,7 @@ def _result(S: Setup, table: dict, cols: list, title: str, decimals: int, measur
     diagnose(res, RULES)
     return res
 
-# %% ../../nbs/papers/01_distillation.ipynb #9b3f5e06
+# %% ../../nbs/papers/01_distillation.ipynb #70d4f488
 LAMBDAS = (1.0, 10.0, 100.0)
 
 
@@ -470,11 +472,11 @@ def _sweep_note(S: Setup, sweep: dict) -> str:
     ok = [n for n, v in sweep.items() if n.startswith("fixed") and v["collapsed"] == 0]
     out += (f"The matching loss is a mean over the map's pixels, so λ on this scale's {S.cfg['match']} map weighs differently than on "
             f"the paper's 7×7 map, against a KD term over {S.num_classes} classes and {S.cfg['epochs']} epochs. λ values whose "
-            f"students keep predicting: {', '.join(ok) or 'none'}; this scale uses λ = {S.cfg['lam']:g}.")
+            f"students keep predicting: {', '.join(ok) or 'none'}; this scale uses λ = {S.cfg['lam']:g}")
     main = sweep.get(f"fixed start, λ = {S.cfg['lam']:g}")
     if main is not None:
-        out += f" (F1 {main['F1']['mean']:.1f}, mAP {main['mAP']['mean']:.1f} over {main['seeds']} seeds)."
-    return out
+        out += f" (F1 {main['F1']['mean']:.1f}, mAP {main['mAP']['mean']:.1f} over {main['seeds']} seeds)"
+    return out + "."
 
 
 def _pick(names, allowed, what: str) -> list:
