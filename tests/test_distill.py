@@ -8,7 +8,7 @@ from attribkit.distill import (forward_with_activation, swa_map, ewa_map, channe
                                multilabel_kd_loss, multiclass_kd_loss, distill, _student_teacher_maps, conv_rates,
                                conv_names, l1_filter_prune, magnitude_masks, apply_masks, sparsity,
                                iterative_magnitude_prune, evaluate_compression)
-from attribkit.papers.distillation import VGG16_PRUNE_PATTERN
+from attribkit.papers.distillation import _VGG16_PRUNE_PATTERN as VGG16_PRUNE_PATTERN
 from attribkit.core import attribute
 
 
@@ -337,37 +337,126 @@ def test_evaluate_compression_controls_and_auc_among_objects():
 
 
 # ---------------------------------------------------------------- the paper module (attribkit.papers.distillation)
-def test_paper_module_constants_and_fake_weights(tmp_path):
-    from attribkit.papers import distillation as P, paper_files
-    from attribkit.models import vgg16_voc
+def test_paper_module_constants_and_weight_file(tmp_path):
+    "The paper's numbers, the files paper scale reads, and the VOC teacher file the dry run writes, loadable as the notebooks load it."
+    from attribkit.papers import distillation as P, paper_files, weight_files
+    from attribkit.papers.experiment import write_weight_files
+    from attribkit.models import vgg16_voc, load_weights
     assert P.PAPER_T1["SSWA"]["AUC"] == {"mean": 88.13, "std": 0.22, "n": 5}
-    assert P.flat(P.PAPER_T2)["Full (Teacher) EBP AUC"] == 84.2
+    assert P._flat(P.PAPER_T2)["Full (Teacher) EBP AUC"] == 84.2
     assert paper_files("distill_roar") == ["VOCdevkit/VOC2012", P.TEACHER_FILE]
-    P.write_fake_weights(tmp_path)
-    net = vgg16_voc()
-    net.load_state_dict(torch.load(tmp_path / P.TEACHER_FILE, weights_only=True))
+    assert [f.path for f in P.WEIGHT_FILES] == [P.TEACHER_FILE] and not hasattr(P, "write_fake_weights")
+    assert all(f in weight_files() for f in P.WEIGHT_FILES)   # the dry run collects it
+    assert write_weight_files(tmp_path, P.WEIGHT_FILES) == [tmp_path / P.TEACHER_FILE]
+    load_weights(vgg16_voc(), tmp_path / P.TEACHER_FILE, "VOC teacher (`weights`)")
+    assert set(P.BUDGETS) == {"smoke", "cpu", "paper", "dry_run"} and all(set(r) == set(P.BUDGETS["paper"]) for r in P.BUDGETS.values())
 
 
-def test_paper_compare_drops_collapsed_seeds():
-    from attribkit.papers.distillation import compare, diagnosis
-    a = [{"AUC": 80.0 + i, "collapsed": ""} for i in range(3)]
-    b = [{"AUC": 70.0 + 2 * i, "collapsed": ""} for i in range(3)]
-    assert compare("a >= b", a, b, "AUC")["verdict"] == "holds"
-    b[0]["collapsed"] = b[2]["collapsed"] = "at chance"
-    c = compare("a >= b", a, b, "AUC")
-    assert c["verdict"] == "not evaluable" and "at chance" in c["detail"]
-    assert "a >= b" in diagnosis([c])
+@pytest.fixture
+def f32(_float64):
+    "float32 (the paper module's dtype) for the tests of the paper module."
+    torch.set_default_dtype(torch.float32)
+    yield
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    "A hand-built set-up: toy data, an untrained 6-conv teacher, 2 seeds, students of 1 epoch cached in memory."
+    from attribkit.papers.distillation import _tiny_setup
+    return _tiny_setup()
+
+
+def test_paper_student_cache_one_spec(tiny, f32):
+    "The students' cache key is the spec that drives `distill`: the same spec loads the same student, an edited recipe distils anew."
+    n = len(tiny.memory)
+    a = tiny.student(1, "naive")
+    assert len(tiny.memory) == n + 1 and all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), tiny.student(1, "naive").state_dict().values()))
+    tiny.student(1, "naive", lam=3.0)
+    assert len(tiny.memory) == n + 2
+    fn, spec = tiny.student_spec("naive", lam=3.0)
+    assert spec["recipe"]["transfer_weight"] == 3.0 and spec["data"].startswith(tiny.data_key)
+    with pytest.raises(ValueError, match="`width` must be one of"):
+        tiny.student(0, "naive", width="x16")
+
+
+def test_paper_table1_step_drops_claims_of_dropped_variants(tiny, f32):
+    from attribkit.papers.distillation import rebuttal_table1, table1_figure
+    res = rebuttal_table1(tiny, ["Naive-KD", "SSWA"], widths=["x2"], lambdas=[10.0])
+    keys = {c["key"] for c in res.claims}
+    assert "t1/sswa-over-naive-kd/auc" in keys and "t1/teacher-best/map" in keys
+    assert not any("ewa" in k or "/swa-" in k for k in keys), keys
+    assert "EWA AUC" not in res.measured and "SWA AUC" not in res.measured and "SSWA AUC" in res.measured
+    assert "SWA sweep: fixed start, λ = 10 mAP" in res.measured and "| Full (Teacher) |" in res.tables[0]
+    assert set(res.diagnoses) <= keys and all(res.diagnoses.values())
+    plt = pytest.importorskip("matplotlib.pyplot")
+    plt.close(table1_figure(res))
+    with pytest.raises(ValueError, match="`variants` must be a non-empty list of"):
+        rebuttal_table1(tiny, ["Naive-KD", "SSWA-2"])
+
+
+def test_paper_table2_pruning_roar_steps(tiny, f32):
+    from attribkit.papers.distillation import rebuttal_table2, pruning, roar, pruning_figure, roar_figure
+    plt = pytest.importorskip("matplotlib.pyplot")
+    t2 = rebuttal_table2(tiny, ["Grad-CAM", "EBP"])
+    assert {k.split("/")[2] for k in (c["key"] for c in t2.claims)} == {"grad-cam", "ebp"} and "SSWA FullGrad AUC" not in t2.measured
+    pr = pruning(tiny, ["w/o matching"], p=0.5, ft_epochs=1, rounds=1, round_epochs=1)
+    assert pr.claims == [] and "Structured, w/o matching AUC" in pr.measured and pr.extra["recipe"]["rounds"] == 1
+    plt.close(pruning_figure(pr))
+    ro = roar(tiny, ["Teacher", "SSWA"], fractions=[0.5], epochs=1)
+    assert {c["key"] for c in ro.claims} == {"roar/teacher-below-random", "roar/control/teacher-below-intensity",
+                                             "roar/sswa-below-random", "roar/control/sswa-below-intensity"}
+    assert "Naive-KD mAP @ 50% removed" not in ro.measured and "SSWA mAP @ 50% removed" in ro.measured
+    plt.close(roar_figure(ro))
+
+
+def test_paper_diagnoses_read_measurements_not_text(tiny, f32):
+    "A diagnosis comes from the rule of the claim's key and the values the comparison recorded; the claim's text plays no part."
+    from attribkit.papers.distillation import RULES, _compare
+    from attribkit.papers.experiment import Result, diagnose
+    a = [{"AUC": 80.0 + i, "collapsed": ""} for i in range(2)]
+    b = [{"AUC": 81.0 - 2 * i, "collapsed": ""} for i in range(2)]
+    cmp = {}
+    c = _compare(cmp, "t1/x-over-y/point-acc", "any text at all", a, b, "AUC", "X", "Y")
+    res = Result(tiny.run, claims=[c], extra={"compared": cmp})
+    assert c["verdict"] != "holds" and diagnose(res, RULES)[c["key"]].endswith("X 80.50 vs Y 80.00")
+    cmp["t1/x-over-y/point-acc"]["collapsed"]["Y"] = ["", "collapsed: F1 0.0, mAP 20.0"]
+    res = Result(tiny.run, claims=[dict(c, claim="The full teacher's Point Acc", detail="collapsed")], extra={"compared": cmp})
+    assert diagnose(res, RULES)[c["key"]].startswith("models collapsed on some seeds (Y, seed 1: collapsed: F1 0.0")
 
 
 def test_paper_teacher_of_another_architecture_fails_before_distilling(tmp_path):
-    "`teacher_path` holding another model's weights: the paper-scale setup fails naming the file, before any student is distilled."
+    "`weights` holding another model's weights: the paper-scale setup fails naming the file, before any student is distilled."
     from attribkit.fake_data import write_voc2012
     from attribkit.models import lenet_300_100
-    from attribkit.papers.distillation import setup
+    from attribkit.papers.distillation import BUDGETS, setup
+    from attribkit.papers.experiment import start
     write_voc2012(tmp_path, n_train=2, n_val=2, n_seg=2)
-    p = tmp_path / "teacher.pth"; torch.save(lenet_300_100().state_dict(), p)
+    p = tmp_path / "teacher.pth"
+    torch.save(lenet_300_100().state_dict(), p)
     with pytest.raises(ValueError) as e:
-        setup("paper", data_root=tmp_path, device="cpu", teacher_path=p, teacher_width=16)
+        setup(start("distill_rebuttal_table1", BUDGETS, "paper", device="cpu", data_root=tmp_path, weights=p, teacher_width=16))
     msg = str(e.value)
-    assert msg.startswith(f"VOC teacher (`teacher_path`) {p} does not fit attribkit.models.vgg16_voc(**{{'num_classes': 20, 'width_div': 16")
+    assert msg.startswith(f"VOC teacher (`weights`) {p} does not fit attribkit.models.vgg16_voc(**{{'num_classes': 20, 'width_div': 16")
     assert "missing " in msg and "features.0.weight" in msg
+
+
+@pytest.mark.slow
+def test_paper_reader_edit_of_table2_notebook_runs(tmp_path):
+    "A reader drops two maps from the Table 2 notebook's list: the notebook runs at smoke and its result has neither map."
+    import json, os
+    import papermill as pm
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    nb = json.loads((root / "nbs" / "repro" / "distill_rebuttal_table2.ipynb").read_text())
+    line = 'maps = ["EBP", "LRP a1b0", "FullGrad", "Grad-CAM"]'
+    cell = next(c for c in nb["cells"] if line in "".join(c["source"]))
+    cell["source"] = "".join(cell["source"]).replace(line, 'maps = ["FullGrad", "Grad-CAM"]')
+    (tmp_path / "edited.ipynb").write_text(json.dumps(nb))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        pm.execute_notebook(str(tmp_path / "edited.ipynb"), str(tmp_path / "executed.ipynb"), cwd=str(root), kernel_name="python3",
+                            parameters={"out_dir": str(tmp_path / "out"), "device": "cpu"}, progress_bar=False)
+    res = json.loads((tmp_path / "out" / "distill_rebuttal_table2.json").read_text())
+    assert not any("EBP" in k or "LRP" in k for k in res["measured"]) and "SSWA Grad-CAM AUC" in res["measured"]
+    assert {c["key"].split("/")[2] for c in res["claims"]} == {"fullgrad", "grad-cam"}

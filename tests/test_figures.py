@@ -85,11 +85,9 @@ def test_distillation_table_legend_off_the_bars():
     names = ["Full (Teacher)", "Naive-KD", "EWA", "SWA", "SSWA", "x4 Naive-KD", "x4 SSWA", "x8 Naive-KD", "x8 SSWA"]
     cols = ("mAP", "F1", "AUC", "Point Acc")
     cell = lambda: {"mean": float(np.random.default_rng(0).uniform(5, 90)), "se": 1.0}
-    res = SimpleNamespace(name="distill_rebuttal_table1", setup=None, title="Rebuttal Table 1 — stand-in",
-                          table={n: {k: cell() for k in cols} for n in names},
-                          paper={n: {k: {"mean": 80.0} for k in cols} for n in names[:5]},
-                          controls={"random map": {"AUC": 50.0, "Point Acc": 9.0}, "input intensity": {"AUC": 88.0, "Point Acc": 72.0}})
-    fig = DI.figure(res)
+    res = SimpleNamespace(extra=dict(title="Rebuttal Table 1 — stand-in", table={n: {k: cell() for k in cols} for n in names},
+                                     controls={"random map": {"AUC": 50.0, "Point Acc": 9.0}, "input intensity": {"AUC": 88.0, "Point Acc": 72.0}}))
+    fig = DI.table1_figure(res)
     assert legends_clear_of_data(fig) and saved_px(fig)[0] <= MAX_PX
     plt.close(fig)
 
