@@ -60,8 +60,4 @@ def write_paper_weights(data_root, seed: int = 0) -> list[Path]:
     "Write every declared weight file once under `data_root`, randomly initialised (for the dry run)."
     from attribkit.papers.experiment import write_weight_files
 
-    for name in PAPERS.values():  # modules not yet declaring WEIGHT_FILES write their own
-        mod = importlib.import_module(f"attribkit.papers.{name}")
-        if hasattr(mod, "write_fake_weights"):
-            mod.write_fake_weights(Path(data_root))
     return write_weight_files(data_root, weight_files(), seed)
