@@ -93,19 +93,21 @@ def test_distillation_table_legend_off_the_bars():
 
 
 def merging_run(low: float):
-    "A LeNet-like run: one subject, four ratios, six variants, three seeds; accuracies between `low` and 90 %."
+    "A LeNet-like result: one subject, four ratios, six variants, three seeds; accuracies between `low` and 90 %."
+    from attribkit.papers.experiment import start
     ratios, variants = [0.5, 0.6, 0.7, 0.8], ["prune", "merge", "merge t=none", "random partner t=none", "prune (official ranking)",
                                              "merge (official ranking)"]
-    S = NM.Setup(name="merging_lenet", scale="cpu", subjects={"": NM.Subject(models=[0, 1, 2], ratios=ratios)}, test=None,
+    run = start("merging_lenet", NM.BUDGETS, "cpu", device="cpu")
+    S = NM.Setup(run, {"": NM.Subject(models=[0, 1, 2], ratios=ratios)}, test=None, num_classes=10,
                  paper={f"{r:.0%}": {"prune": 88.0 - 25 * (r - 0.5), "merge": 89.0 - 10 * (r - 0.5)} for r in ratios},
-                 title="t", model_name="our LeNet-300-100s, 3 seeds", seeds=[0, 1, 2], variants=dict.fromkeys(variants),
-                 row=lambda s, r: f"{r:.0%}")
-    R = NM.Run(setup=S)
+                 title="t", model_name="our LeNet-300-100s, 3 seeds", seeds=[0, 1, 2], row=lambda s, r: f"{r:.0%}")
+    M = NM.Measurements(S, dict.fromkeys(variants), {"": ratios})
     for j, v in enumerate(variants):
         for r in ratios:
-            for i in range(3): R.hits["", v, r, i] = {1: np.array([(90 - (90 - low) * (r - 0.5) / 0.3 * (j + 1) / 6 + i) / 100])}
-    for i in range(3): R.hits["", "baseline", None, i] = {1: np.array([0.87])}
-    return R
+            for i in range(3): M.hits["", v, r, i] = {1: np.array([(90 - (90 - low) * (r - 0.5) / 0.3 * (j + 1) / 6 + i) / 100])}
+    for i in range(3): M.hits["", "baseline", None, i] = {1: np.array([0.87])}
+    S.baseline[""] = [M.hits["", "baseline", None, i] for i in range(3)]
+    return NM.MergingResult(run, measurements=M)
 
 
 def test_merging_plot_fits_the_data_and_legend_below():

@@ -19,10 +19,10 @@ from ..models import cifar_resnet, lenet_300_100, load_weights, mobilenet_v1, tr
 from .experiment import Result, Run, WeightFile, diagnose, torchvision_model, torchvision_weights
 
 # %% auto #0
-__all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'BUDGETS', 'WEIGHTS',
-           'ACTIVATIONS', 'PAPER_FILES', 'WEIGHT_FILES', 'VARIANTS', 'RULES', 'load_authors_lenet', 'Subject', 'Setup',
-           'hits', 'paper_cfg_ratios', 'last_conv', 'setup', 'Measurements', 'prune_and_merge', 'MergingResult',
-           'evaluate', 'figure']
+__all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'PAPER_CLAIMS',
+           'NOTEBOOK_CLAIMS', 'BUDGETS', 'WEIGHTS', 'ACTIVATIONS', 'PAPER_FILES', 'WEIGHT_FILES', 'VARIANTS', 'RULES',
+           'load_authors_lenet', 'Subject', 'Setup', 'hits', 'paper_cfg_ratios', 'last_conv', 'setup', 'Measurements',
+           'prune_and_merge', 'MergingResult', 'evaluate', 'figure']
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #79c7511f
 def _rows(d: dict, cols=("baseline", "prune", "merge")) -> dict:
@@ -47,6 +47,54 @@ for _m, _b1, _b5, _rs in (("VGG", 73.36, 91.51, ((50, 57.00, 61.18, 81.05, 84.90
     for _r, _p1, _m1, _p5, _m5, _pm in _rs:
         PAPER_IMAGENET[f"{_m} {_r}%"] = {"baseline": _b1, "prune": _p1, "merge": _m1, "gain": round(_m1 - _p1, 2), "baseline top-5": _b5,
                                         "prune top-5": _p5, "merge top-5": _m5, "gain top-5": round(_m5 - _p5, 2), "params (M)": _pm}
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #b2d3f4a5
+def _gains(table: dict, col: str = "gain") -> str:
+    "The paper's `col` per row of `table`, e.g. '50% +0.29, 60% +1.75'."
+    return ", ".join(f"{r} {v[col]:+.2f}" for r, v in table.items())
+
+PAPER_CLAIMS = [
+    C.PaperClaim("merging/lenet-fmnist", "002",
+                 "“Compared to the pruned model with the same topology, our merged model […] maintains the accuracy after pruning "
+                 "without fine-tuning” (abstract), shown on LeNet-300-100 / Fashion-MNIST at 50–80 %",
+                 "paper §5, the LeNet-300-100 / Fashion-MNIST table (l1, both hidden layers at the same ratio)",
+                 f"merge − prune (points): {_gains(PAPER_LENET)}; unpruned 89.80",
+                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning; the reference code's ranking of [w, b]",
+                 "LeNet-300-100 on Fashion-MNIST: 3 seeds with a shortened reference recipe (cpu); the authors' checkpoint (paper scale)"),
+    C.PaperClaim("merging/vgg16-cifar10", "002",
+                 "“for VGG-16 on CIFAR-10, we achieve an accuracy of 93.16% while reducing 64% of total parameters, without any "
+                 "fine-tuning” (abstract); merge beats prune for each criterion",
+                 "abstract; paper §5, the VGG-16 / CIFAR-10 table (conv1 and conv8–13 halved, l1 / l2 / l2-GM)",
+                 f"merge − prune (points): {_gains(PAPER_VGG16)}; merge 93.16 (l1) vs unpruned 93.70",
+                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
+                 "VGG-16-BN, widths /16, on 3,000 Fashion-MNIST images, 3 seeds (cpu); VGG-16-BN on CIFAR-10 (paper scale)"),
+    C.PaperClaim("merging/activations", "002",
+                 "“we empirically observed that neuron merging can be extended to many activation functions as seen in Table 1”",
+                 "rebuttal Table 1 (VGG-16 on CIFAR-10, the paper's pruning configuration: conv1 and conv8–13 at 50 %)",
+                 f"merge − prune (points): {_gains(PAPER_ACTIVATIONS)}",
+                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
+                 "VGG-16-BN, widths /16, per activation on 3,000 Fashion-MNIST images, 3 seeds, 10 % cut (cpu; the paper cuts 50 %); "
+                 "VGG-16-BN per activation on CIFAR-10 at 50 % (paper scale)"),
+    C.PaperClaim("merging/mobilenet", "002",
+                 "“One simple approach to (approximately) handle depthwise separable layers is to consider the combination of PW and DW "
+                 "layers as one regular convolution layer”; merge beats prune on MobileNetV1 (Table 2)",
+                 "rebuttal Table 2 (MobileNetV1 on CIFAR-10, every layer at the same ratio)",
+                 f"merge − prune (points): {_gains(PAPER_MOBILENET)}; unpruned 87.90",
+                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
+                 "MobileNetV1, widths /4, on 3,000 Fashion-MNIST images, 3 seeds, 10/20/30 % (cpu; the paper cuts 40/50/60 %); "
+                 "MobileNetV1 on CIFAR-10 at 40/50/60 % (paper scale)"),
+    C.PaperClaim("merging/imagenet", "002",
+                 "“our merging recovers the accuracy in all cases, showing our idea is also effective even for large-scale datasets "
+                 "like ImageNet”",
+                 "rebuttal Table 3 (VGG-16: last conv at 50/60/70 %; ResNet-34: every block's inner conv at 10/20/30 %; l1)",
+                 f"top-1 merge − prune (points): {_gains(PAPER_IMAGENET)}; top-5: {_gains(PAPER_IMAGENET, 'gain top-5')}",
+                 "top-1 and top-5 accuracy, merge − prune (points) ↑, no fine-tuning",
+                 "VGG-16-BN/16 and ResNet-20/2 on 3,000 Fashion-MNIST images, 3 seeds (cpu; not ImageNet models); "
+                 "torchvision VGG-16 and ResNet-34 on ImageNet val (paper scale)"),
+]
+NOTEBOOK_CLAIMS = {"merging_lenet": "merging/lenet-fmnist", "merging_vgg16_cifar": "merging/vgg16-cifar10",
+                   "merging_table1_activations": "merging/activations", "merging_table2_mobilenet": "merging/mobilenet",
+                   "merging_table3_imagenet": "merging/imagenet"}   # notebook -> the registry claim its claims serve
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #e38990f8
 _CPU_STANDIN = dict(cpu_epochs=2, n_train=3000, n_test=500, width_div=16, res_width_div=2)
@@ -130,6 +178,9 @@ class Setup:
     extra_claims: Callable | None = None
     corner: str = "pruning ratio"
     extra: dict = field(default_factory=dict)
+    paper_ratios: dict = field(default_factory=dict)   # subject (or "*") -> the ratios of the paper's table; claims elsewhere say so
+    evidence: tuple = (("merge", "prune", ""),)        # (merged, pruned, how) candidates for the evidence, the paper's variant first
+    stand_in: dict = field(default_factory=dict)       # subject -> the stand-in's display name (`Result.stand_ins`)
     baseline: dict = field(default_factory=dict)   # subject -> [{k: correct per test example}] per model
 
     def __post_init__(self):
@@ -140,6 +191,11 @@ class Setup:
     def single(self) -> bool:
         "One model per subject (a checkpoint)."
         return all(len(s.models) == 1 for s in self.subjects.values())
+
+    @property
+    def paper_claim(self) -> str | None:
+        "The registry id (`PAPER_CLAIMS`) that this notebook's claims serve, by the run's name."
+        return NOTEBOOK_CLAIMS.get(self.run.name)
 
     @property
     def chance(self) -> float:
@@ -227,6 +283,10 @@ def last_conv(model: nn.Module) -> str:
             and isinstance(model.get_submodule(p.producer), nn.Conv2d)][-1]
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #b97575ee
+def _dn(data) -> str:
+    "The display name of a data set (`DataSplits.name`)."
+    return {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}.get(data.name, data.name)
+
 def _lenet(run: Run) -> Setup:
     "LeNet-300-100 on Fashion-MNIST (the paper's table): the authors' checkpoint, or our LeNets trained with the reference recipe, or smoke digits."
     b, ck_acc = run.budget, None
@@ -253,7 +313,10 @@ def _lenet(run: Run) -> Setup:
     return Setup(run, {"": Subject(models, [0.5, 0.6, 0.7, 0.8], kw=dict(criterion="l1"))}, data.test, data.num_classes, paper,
                  f"LeNet-300-100 on {data.name}, l1, no fine-tuning: test accuracy % ({name})", name, seeds,
                  gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
-                 gap_claim=True, extra_claims=_lenet_claims,
+                 gap_claim=True, extra_claims=_lenet_claims, paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
+                 evidence=(("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
+                           ("merge", "prune", "ranking w only, not the paper's [w, b]")),
+                 stand_in={"": f"LeNet-300-100{' (the authors’ checkpoint)' if ck_acc is not None else ''} on {_dn(data)}"},
                  extra=dict(data=data_key, model=name, recipe=None if ck_acc is not None else recipe, criterion="l1", threshold=0.45,
                             layer_order="original (reference code)", checkpoint_stored_accuracy=ck_acc, dry_run=run.dry_run))
 
@@ -277,7 +340,8 @@ def _vgg16(run: Run) -> Setup:
     return Setup(run, subjects, data.test, data.num_classes, PAPER_VGG16, f"{name}: test accuracy %, no fine-tuning", name,
                  run.seeds if source == "trained here" else [run.seed], params="params removed %",
                  row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}", corner="criterion",
-                 claim_ratios=lambda s, rs: [r for r in rs if r == 0.5], extra_claims=_vgg16_claims,
+                 claim_ratios=lambda s, rs: [r for r in rs if r == 0.5], extra_claims=_vgg16_claims, paper_ratios={"*": [0.5]},
+                 stand_in=dict.fromkeys(subjects, f"VGG-16-BN{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"),
                  extra=dict(data=key, model=name, config=config, recipe=recipe if source == "trained here" else None, lam=0.85, threshold=0.1,
                             ratios=ratios, dry_run=run.dry_run))
 
@@ -300,7 +364,8 @@ def _activations(run: Run) -> Setup:
     name = (f"VGG-16-BN per activation on CIFAR-10 ({', '.join(sorted(sources))})" if run.scale == "paper"
             else f"VGG-16-BN/{width} per activation on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)")
     return Setup(run, subjects, data.test, data.num_classes, PAPER_ACTIVATIONS, f"{name}, conv1 + conv8-13 at {{ratio}}: test accuracy %", name,
-                 run.seeds, row=lambda a, r: a, corner="activation", partner_seed=lambda s, r: 1000 * s + 1,
+                 run.seeds, row=lambda a, r: a, corner="activation", partner_seed=lambda s, r: 1000 * s + 1, paper_ratios={"*": [0.5]},
+                 stand_in={a: f"VGG-16-BN{'' if width == 1 else f'/{width}'} {a} on {_dn(data)}" for a in subjects},
                  extra=dict(data=key, model=name, width=width, ratio=ratio, recipe=recipe, dry_run=run.dry_run))
 
 def _mobilenet(run: Run) -> Setup:
@@ -320,7 +385,8 @@ def _mobilenet(run: Run) -> Setup:
         name = f"MobileNetV1/{config['width']} on {data.name} 32×32 (stand-in for MobileNetV1 on CIFAR-10)"
     return Setup(run, {"": Subject(models, ratios)}, data.test, data.num_classes, PAPER_MOBILENET,
                  f"{name}, every layer pruned: test accuracy %, no fine-tuning", name, run.seeds if source == "trained here" else [run.seed],
-                 params="params (M)", gap_claim=True,
+                 params="params (M)", gap_claim=True, paper_ratios={"*": [0.4, 0.5, 0.6]},
+                 stand_in={"": f"MobileNetV1{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"},
                  extra=dict(data=key, model=name, config=config, recipe=recipe if source == "trained here" else None, ratios=ratios, dry_run=run.dry_run))
 
 def _imagenet(run: Run) -> Setup:
@@ -332,6 +398,7 @@ def _imagenet(run: Run) -> Setup:
         for m, k in ((vgg, "vgg16"), (res, "resnet34")):
             load_weights(m, run.data_path(WEIGHTS[k]), expected=f"torchvision.models.{k}()")
         vggs, ress, name = [vgg.eval()], [res.eval()], "torchvision VGG-16 and ResNet-34 on ImageNet val (224×224)"
+        stand_in = {"VGG": "VGG-16 (torchvision) on ImageNet", "ResNet": "ResNet-34 (torchvision) on ImageNet"}
     else:
         seeds = run.seeds
         if run.scale == "cpu":
@@ -347,10 +414,12 @@ def _imagenet(run: Run) -> Setup:
         ress = [_fit(cifar_resnet, res_cfg, data.train, key, res_recipe, s, run.dev) for s in seeds]
         test, num_classes = data.test, data.num_classes
         name = f"VGG-16-BN/{vgg_cfg['width']} and ResNet-20/{res_cfg['width']} on {data.name} 32×32 (stand-ins for ImageNet VGG-16 and ResNet-34)"
+        stand_in = {"VGG": f"VGG-16-BN/{vgg_cfg['width']} on {_dn(data)}", "ResNet": f"ResNet-20/{res_cfg['width']} on {_dn(data)}"}
     lc = last_conv(vggs[0])
     subjects = {"VGG": Subject(vggs, [0.5, 0.6, 0.7], functools.partial(_only, lc)), "ResNet": Subject(ress, [0.1, 0.2, 0.3])}
     return Setup(run, subjects, test, num_classes, PAPER_IMAGENET, f"{name}: top-1 / top-5 accuracy %, no fine-tuning", name, seeds,
                  topk=(1, 5), params="params (M)", pool_controls=False, extra_claims=_top5_claims, corner="model, ratio",
+                 paper_ratios={"VGG": [0.5, 0.6, 0.7], "ResNet": [0.1, 0.2, 0.3]}, stand_in=stand_in,
                  extra=dict(model=name, vgg_last_conv=lc, dry_run=run.dry_run))
 
 def _only(layer: str, model: nn.Module, r: float) -> dict:
@@ -511,26 +580,44 @@ def _record(M: Measurements) -> dict:
                 threshold_warnings=M.warnings, params={S.row(s, r): dict(before=b, after=a) for (s, r), (b, a) in M.params.items()})
 
 def evaluate(measurements: Measurements) -> MergingResult:
-    "The `Result` of the measurements: the paper-shaped table, the claims and their diagnoses (`RULES`)."
+    "The `Result` of the measurements: the paper-shaped table, the stand-ins' test accuracy, the claims (each with its `paper_claim` and `role`) and their diagnoses (`RULES`)."
     from attribkit.results import paper_table
     M, S = measurements, measurements.setup
     table = _table(M)
     title = S.title.replace("{ratio}", f"{M.ratios[next(iter(S.subjects))][0]:.0%}")
     res = MergingResult(S.run, tables=[paper_table(table, S.paper, title=title, decimals=2, corner=S.corner)], measured=_flat(table),
                         paper=_flat(S.paper), extra=_record(M), measurements=M)
+    res.stand_ins = {name: float(np.mean(S.accuracy(s))) / 100 for s, name in (S.stand_in or dict.fromkeys(S.subjects, S.model_name)).items()}
     res.claims = _claims(M, res.where)
     diagnose(res, RULES)
     return res
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #05bfc46f
-def _compare(M: Measurements, key: str, text: str, eff: np.ndarray, base: np.ndarray, a: np.ndarray, b: np.ndarray, detail: str = "") -> dict:
-    "Claim `eff` > 0, unless the unpruned models, or both variants (the better of the two), are at chance."
-    K = M.setup.num_classes
+def _compare(M: Measurements, key: str, text: str, eff: np.ndarray, base: np.ndarray, a: np.ndarray, b: np.ndarray, detail: str = "",
+             role: str = "evidence") -> dict:
+    "Claim `eff` > 0 for the notebook's registry claim (`Setup.paper_claim`) in `role`, unless the unpruned models, or both variants (the better of the two), are at chance."
+    K, pc = M.setup.num_classes, M.setup.paper_claim
     why = (C.chance_reason(np.mean(base) / 100, K, "unpruned model(s)")
            or C.chance_reason(max(np.mean(a), np.mean(b)) / 100, K, f"both variants ({np.mean(b):.1f}% vs {np.mean(a):.1f}%)"))
     if why:
-        return C.not_evaluable(key, text, why, len(eff), M.units)
-    return C.claim(key, text, eff, units=M.units, detail=detail)
+        return C.not_evaluable(key, text, why, len(eff), M.units, paper_claim=pc, role=role)
+    return C.claim(key, text, eff, units=M.units, detail=detail, paper_claim=pc, role=role)
+
+def _pair(M: Measurements) -> tuple:
+    "The (merged, pruned, how) variants of the evidence: the first of `Setup.evidence` measured (the paper's variant first)."
+    return next(((a, b, how) for a, b, how in M.setup.evidence if M.has(a, b)), (None, None, ""))
+
+def _paper_note(S: Setup, subj: str, r: float, how: str = "") -> str:
+    "' (paper: +x points)' at a ratio of the paper's table; at another ratio, that it is not the paper's configuration and which that is."
+    pr = S.paper_ratios.get(subj, S.paper_ratios.get("*"))
+    gain = S.paper.get(S.row(subj, r), {}).get("gain")
+    at = pr is None or any(abs(r - x) < 1e-9 for x in pr)
+    if at:
+        parts = [f"paper: {gain:+.2f} points"] if gain is not None else []
+    else:
+        ratios = "/".join(f"{x:.0%}" for x in pr)
+        parts = [f"not the paper's configuration: it prunes {ratios}" + (f" and reports {gain:+.2f} points there" if gain is not None else "")]
+    return f" ({'; '.join(parts + ([how] if how else []))})" if parts or how else ""
 
 def _claims(M: Measurements, where: dict) -> list:
     "The paper's claims on these measurements (merge > prune per ratio, the gap's growth, the two controls, the notebook's own), noting in `where` what each pools over."
@@ -538,20 +625,20 @@ def _claims(M: Measurements, where: dict) -> list:
     def add(c, subjects, ratios):
         out.append(c)
         where[c["key"]] = (subjects, ratios)
+    mv, pv, how = _pair(M)
     for subj in S.subjects:
         base, who, rs = M.acc(subj, "baseline"), f"{subj}: " if subj else "", M.ratios[subj]
-        if not M.has("merge", "prune"):
+        if mv is None:
             continue
         for r in S.claim_ratios(subj, rs):
-            gain = S.paper.get(S.row(subj, r), {}).get("gain")
-            a, b = M.acc(subj, "merge", r), M.acc(subj, "prune", r)
-            add(_compare(M, _key("merge-over-prune", subj, r), f"{who}merge keeps higher accuracy than prune at {r:.0%}" + (f" (paper: {gain:+.2f} points)" if gain is not None else ""),
-                         M.diff(subj, "merge", "prune", r), base, a, b, f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}"), [subj], [r])
+            a, b = M.acc(subj, mv, r), M.acc(subj, pv, r)
+            add(_compare(M, _key("merge-over-prune", subj, r), f"{who}merge keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how),
+                         M.diff(subj, mv, pv, r), base, a, b, f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}"), [subj], [r])
         if S.gap_claim and len(rs) > 1:
             r0, r1 = rs[0], rs[-1]
             p = [S.paper.get(S.row(subj, r), {}).get("gain") for r in (r0, r1)]
-            add(_compare(M, _key("gap-grows", subj, r0, r1), f"{who}the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}" + (f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""),
-                         M.diff(subj, "merge", "prune", r1) - M.diff(subj, "merge", "prune", r0), base, M.acc(subj, "merge", r1), M.acc(subj, "prune", r1)), [subj], rs)
+            add(_compare(M, _key("gap-grows", subj, r0, r1), f"{who}diagnostic: the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}" + (f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""),
+                         M.diff(subj, mv, pv, r1) - M.diff(subj, mv, pv, r0), base, M.acc(subj, mv, r1), M.acc(subj, pv, r1), role="diagnostic"), [subj], rs)
     for grp in [list(S.subjects)] if S.pool_controls else [[s] for s in S.subjects]:
         pool = lambda a, b: np.mean([np.mean([M.diff(s, a, b, r) for r in M.ratios[s]], 0) for s in grp], 0)
         accs = lambda v: np.mean([M.acc(s, v, r) for s in grp for r in M.ratios[s]], 0)
@@ -559,12 +646,13 @@ def _claims(M: Measurements, where: dict) -> list:
         one = grp[0] if len(grp) == 1 else ""
         over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
         if M.has("merge t=none", "random partner t=none"):
-            add(_compare(M, _key("control/random-partner", one), f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}",
+            add(_compare(M, _key("control/random-partner", one), f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}; "
+                         "if it does not, merge − prune measures re-scaling, not compensation",
                          pool("merge t=none", "random partner t=none"), base, accs("merge t=none"), accs("random partner t=none"),
-                         f"MostSim {np.mean(accs('merge t=none')):.2f} vs random {np.mean(accs('random partner t=none')):.2f}"), grp, None)
+                         f"MostSim {np.mean(accs('merge t=none')):.2f} vs random {np.mean(accs('random partner t=none')):.2f}", role="control"), grp, None)
         if M.has("merge t=none", "prune"):
-            add(_compare(M, _key("control/merge-all", one), f"{one + ': ' if one else ''}trivial baseline: merging every pruned neuron (t=none) beats plain pruning ({over}",
-                         pool("merge t=none", "prune"), base, accs("merge t=none"), accs("prune")), grp, None)
+            add(_compare(M, _key("merge-all-over-prune", one), f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({over}",
+                         pool("merge t=none", "prune"), base, accs("merge t=none"), accs("prune"), role="diagnostic"), grp, None)
     if S.extra_claims is not None:
         for c, subjects, ratios in S.extra_claims(M):
             add(c, subjects, ratios)
@@ -592,8 +680,9 @@ def _lenet_claims(M: Measurements) -> list:
             continue
         dv = _deviations(M, sfx)
         worst = max(dv, key=lambda k: abs(dv[k]))
-        c = C.claim(_key("checkpoint", tag), f"The authors' checkpoint reproduces each of the paper's nine numbers within 0.5 points ({mode})",
-                    effect=0.5 - abs(dv[worst]), se=0.0, n=len(dv), units="table entries", detail=f"effect = 0.5 − max |Δ|; largest deviation {worst}: {dv[worst]:+.2f}")
+        c = C.claim(_key("checkpoint", tag), f"diagnostic: the authors' checkpoint reproduces each of the paper's nine numbers within 0.5 points ({mode})",
+                    effect=0.5 - abs(dv[worst]), se=0.0, n=len(dv), units="table entries", detail=f"effect = 0.5 − max |Δ|; largest deviation {worst}: {dv[worst]:+.2f}",
+                    paper_claim=S.paper_claim, role="diagnostic")
         out.append((c, [""], M.ratios[""]))
     return out
 
@@ -604,15 +693,18 @@ def _vgg16_claims(M: Measurements) -> list:
     accs = lambda v, rr: np.mean([M.acc(c, v, r) for c in subs for r in rr], 0)
     base = M.acc("l1", "baseline")
     if len(rs) > 1 and M.has("merge", "prune"):
-        out.append((_compare(M, "mean-merge-over-prune", "Merge keeps higher accuracy than prune, averaged over the swept ratios and the three criteria",
+        swept = "/".join(f"{r:.0%}" for r in rs)
+        out.append((_compare(M, "mean-merge-over-prune", f"Merge keeps higher accuracy than prune, averaged over the three criteria and {swept} of conv1 and "
+                             "conv8-13 (not the paper's configuration alone: it prunes 50%)",
                              pool("merge", "prune", rs), base, accs("merge", rs), accs("prune", rs)), subs, rs))
     if 0.5 in rs and M.has("merge"):
         eff = np.mean([M.diff(c, "merge", "baseline", 0.5) for c in subs], 0) + 1.0
-        out.append((_compare(M, "merge-near-unpruned/r50", "At the paper's configuration merge stays within 1 point of the unpruned model (paper: 93.16 vs 93.70; mean over criteria)",
-                             eff, base, accs("merge", [0.5]), base, f"merge {np.mean(accs('merge', [0.5])):.2f} vs unpruned {np.mean(base):.2f}"), subs, [0.5]))
+        out.append((_compare(M, "merge-near-unpruned/r50", "diagnostic (the stand-in's redundancy): at the paper's configuration merge stays within 1 point of the unpruned model "
+                             "(paper: 93.16 vs 93.70; mean over criteria)",
+                             eff, base, accs("merge", [0.5]), base, f"merge {np.mean(accs('merge', [0.5])):.2f} vs unpruned {np.mean(base):.2f}", role="diagnostic"), subs, [0.5]))
     if M.has("merge (official BN formula)", "prune"):
-        out.append((_compare(M, "official-bn-over-prune", "The reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)",
-                             pool("merge (official BN formula)", "prune", rs), base, accs("merge (official BN formula)", rs), accs("prune", rs)), subs, rs))
+        out.append((_compare(M, "official-bn-over-prune", "diagnostic: the reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)",
+                             pool("merge (official BN formula)", "prune", rs), base, accs("merge (official BN formula)", rs), accs("prune", rs), role="diagnostic"), subs, rs))
     return out
 
 def _top5_claims(M: Measurements) -> list:
@@ -623,7 +715,8 @@ def _top5_claims(M: Measurements) -> list:
         rs = M.ratios[subj]
         eff = np.mean([M.diff(subj, "merge", "prune", r, k=5) for r in rs], 0)
         a5 = lambda v: np.mean([M.acc(subj, v, r, 5) for r in rs], 0)
-        out.append((_compare(M, _key("top5", subj), f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)})",
+        out.append((_compare(M, _key("top5", subj), f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)}; paper: "
+                             + ", ".join(f"{M.setup.paper[M.setup.row(subj, r)]['gain top-5']:+.2f}" if M.setup.row(subj, r) in M.setup.paper else "—" for r in rs) + " points)",
                              eff, M.acc(subj, "baseline", None, 5), a5("merge"), a5("prune")), [subj], rs))
     return out
 
@@ -637,16 +730,18 @@ def _mean(M: Measurements, subjects, ratios, v: str, k: int = 1) -> float:
 def _why_ratio(res: MergingResult, c: dict) -> str:
     "merge-over-prune/…: the merged share, the two baselines against prune, and pruning's cost."
     M, ((subj,), (r,)) = res.measurements, res.where[c["key"]]
-    share = M.merged_share(subj, "merge", r)
+    mv, pv, _ = _pair(M)
+    share = M.merged_share(subj, mv, r)
     parts = [f"{share} of the pruned neurons (per layer) found a partner above the threshold"]
     for v, what in (("merge t=none", "merging all of them (t=none) gives"), ("random partner t=none", "a random partner")):
         if M.has(v):
             parts.append(f"{what} {np.mean(M.diff(subj, v, 'prune', r)):+.2f} points over prune")
-    return "; ".join(parts) + f"; pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, 'prune', r)):.2f} points"
+    return "; ".join(parts) + f"; pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, pv, r)):.2f} points"
 
 def _why_gap(res: MergingResult, c: dict) -> str:
     M, ((subj,), rs) = res.measurements, res.where[c["key"]]
-    return "gaps per ratio: " + ", ".join(f"{r:.0%} {np.mean(M.diff(subj, 'merge', 'prune', r)):+.2f}" for r in rs)
+    mv, pv, _ = _pair(M)
+    return "gaps per ratio: " + ", ".join(f"{r:.0%} {np.mean(M.diff(subj, mv, pv, r)):+.2f}" for r in rs)
 
 def _why_random(res: MergingResult, c: dict) -> str:
     M, (grp, _) = res.measurements, res.where[c["key"]]
@@ -681,7 +776,7 @@ def _why_top5(res: MergingResult, c: dict) -> str:
     return ", ".join(f"{v} {_mean(M, subs, rs, v, 5):.2f}" for v in ("merge t=none", "random partner t=none", "prune"))
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #32c28d8a
-RULES = {"merge-over-prune": _why_ratio, "gap-grows": _why_gap, "control/random-partner": _why_random, "control/merge-all": _why_all,
+RULES = {"merge-over-prune": _why_ratio, "gap-grows": _why_gap, "control/random-partner": _why_random, "merge-all-over-prune": _why_all,
          "checkpoint": _why_checkpoint, "mean-merge-over-prune": _why_mean, "merge-near-unpruned": _why_unpruned,
          "official-bn-over-prune": _why_official, "top5": _why_top5}
 
