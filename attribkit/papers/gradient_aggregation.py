@@ -850,7 +850,7 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #9e62cd1b
 def grid(s: Setup, ns=None, qs=FIG9_Q, fill="zero") -> StepResult:
-    "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims that aggregation helps and that a low q trades LeRF for MoRF, and the default DGA against its controls; `raw`: the grid's flip scores per seed."
+    "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
     from attribkit.results import paper_table
     b = s.run.budget
     NS, QS, (label,) = list(ns or b["grid_n"]), list(qs), s.per_seed[0]
