@@ -152,15 +152,17 @@ def hand_setup(scale="cpu", dry_run=False, images=4, name="M", paper_name="VGG-1
 
 
 def test_flip_table_step_keyed_claims_and_diagnoses():
-    "flip_table on a hand-built 3-seed setup: measured cells over the seeds, one keyed claim per comparison, a diagnosis read from the measured cells for each claim that does not hold."
+    "flip_table on a hand-built 3-seed setup: measured cells over the seeds, one keyed claim per comparison (probability scores only; each with its registry claim and role), a diagnosis read from the measured cells for each claim that does not hold."
     s = hand_setup()
     res = ga.flip_table(s, ["G×I", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
-    assert [c["key"] for c in res.claims[:2]] == ["table1/dga-over-gxi/vgg-16/lerf_prob", "table1/dga-over-gxi/vgg-16/morf_prob"]
-    assert len(res.claims) == 4 * 5 and all(c["n"] == 3 and "seeds" in c["detail"] for c in res.claims)   # DGA(G×I) not run: no claims
+    assert [c["key"] for c in res.claims[:2]] == ["table1/gxi-over-random/vgg-16/lerf_prob", "table1/dga-over-gxi/vgg-16/lerf_prob"]
+    assert len(res.claims) == 6 and all(c["n"] == 3 and "seeds" in c["detail"] for c in res.claims)   # DGA(G×I) not run: no claims
+    assert not any("logit" in c["key"] for c in res.claims) and "M | DGA | LeRF logit" in res.measured   # logit: cells, not claims
+    assert [(c["paper_claim"], c["role"]) for c in res.claims[:2]] == [("dga/over-gxi", "control"), ("dga/over-gxi", "evidence")]
     assert res.measured["M | DGA(G×I) | LeRF prob"] == "n/a (not run)"
-    c = res.claim("table1/dga-over-random/vgg-16/lerf_logit")
-    per_seed = [float((r["DGA"]["lerf_logit"] - r["random"]["lerf_logit"]).double().mean())
-                for r in [compare_methods(*s.per_seed[0]["M"], ga.local_maps(["DGA"], s.run.budget), seed=k, steps=4) for k in s.seeds]]
+    c = res.claim("table1/gxi-over-random/vgg-16/morf_prob")
+    per_seed = [float((r["random"]["morf_prob"] - r["G×I"]["morf_prob"]).double().mean())
+                for r in [compare_methods(*s.per_seed[0]["M"], ga.local_maps(["G×I"], s.run.budget), seed=k, steps=4) for k in s.seeds]]
     assert c["effect"] == pytest.approx(sum(per_seed) / 3)
     assert res.measured["M | DGA − G×I | LeRF prob (paired)"]["n"] == 3
     assert {k for k in res.diagnoses} == {c["key"] for c in res.claims if c["verdict"] != "holds"}
@@ -188,15 +190,17 @@ def test_figure_steps_on_a_hand_built_setup(tmp_path):
     s.run.out_dir = str(tmp_path)
     res = ga.object_shares(s)
     assert res.measured["M | object area (chance) | positive mass on object"]["mean"] == 0.25     # the centred square
-    assert [c["key"] for c in res.claims][-1] == "fig1/dga-over-input-intensity/vgg-16"
+    assert [c["key"] for c in res.claims][-1] == "fig1/dga-over-abs-gxi/vgg-16"
+    assert not any("input-intensity" in c["key"] for c in res.claims)      # finds the bright object by construction: no claim
     assert [c["key"] for c in ga.object_shares(s, ["UFG", "DGA"]).claims] == ["fig1/dga-over-ufg/vgg-16"]
     with pytest.raises(ValueError, match="`maps` must be names"):
         ga.object_shares(s, ["UFG", "Saliency"])
     path = ga.path_concentration(s)
-    assert [c["key"].split("/")[1] for c in path.claims] == ["dga-keeps-object", "dga-over-random-local", "dga-over-intensity-local"]
+    assert [c["key"].split("/")[1] for c in path.claims] == ["dga-keeps-object", "dga-over-random-local"]
     g = ga.grid(s, ns=[1, 3], qs=[0.6, 1.0])
-    assert len(g.claims) == 2 * 4 + 4 + 3 * 4 and g.claims[0]["key"] == "fig9/aggregation/vgg-16/q=0.6/lerf_prob"
-    assert len(ga.grid(s, ns=[3], qs=[0.9]).claims) == 3 * 4                                       # no N = 1, no q = 0.6
+    assert len(g.claims) == 2 + 2 * 2 + 2 and g.claims[2]["key"] == "fig9/aggregation/vgg-16/q=0.6/lerf_prob"
+    assert [c["role"] for c in g.claims[:3]] == ["control", "control", "evidence"]
+    assert ga.grid(s, ns=[3], qs=[0.9]).claims == []                                              # no N = 1, no q = 0.6
     g.figures["g"] = ga.fig9_figure(s, g)
     d = json.loads(g.save().read_text())
     assert d["name"] == "test" and d["claims"][0]["key"] == g.claims[0]["key"] and (tmp_path / "figures" / "g.png").exists()
@@ -233,7 +237,56 @@ def test_reader_edit_of_a_repro_notebook_runs(tmp_path):
     d = json.loads((tmp_path / "out" / "dga_table1_local.json").read_text())
     assert d["measured"] and not any("|G×I|" in k or "DGA N=1" in k for k in d["measured"])
     assert d["claims"] and not any("abs-gxi" in c["key"] or "dga-n=1" in c["key"] for c in d["claims"])
-    assert any(c["key"].startswith("table1/dga-over-relu-gxi/") for c in d["claims"])
+    assert any(c["key"].startswith("table1/dga-gxi-over-relu-gxi/") for c in d["claims"])
+
+
+def test_registry_claims_and_roles():
+    "Every claim the step functions make (on hand-built setups) serves a registry claim of `PAPER_CLAIMS` with a role; every registry claim has evidence; each key once."
+    from attribkit.claims import ROLES
+    from attribkit.papers import registry
+    ids = [pc.id for pc in ga.PAPER_CLAIMS]
+    assert len(ids) == len(set(ids)) and all(pc.paper == "001" and pc.id.startswith("dga/") for pc in ga.PAPER_CLAIMS)
+    assert [pc.id for pc in registry()["dga"][1]] == ids
+    s, sp = hand_setup(), hand_setup("paper", dry_run=True)
+    claims = []
+    for methods, table, spec, key in ((ga.TABLE1_METHODS, ga.TABLE1, ga.TABLE1_CLAIMS, "table1"),
+                                      (ga.TABLE2_METHODS, ga.TABLE2, ga.TABLE2_CLAIMS, "table2"),
+                                      (["G×I", "IG", "GBP", "LRP", "DGA"], ga.TABLE3, ga.TABLE3_CLAIMS, "table3")):
+        claims += ga.flip_table(s, methods, table, spec, key=key, title="t").claims
+    claims += ga.object_shares(sp).claims + ga.path_concentration(sp).claims + ga.grid(sp, ns=[1, 3]).claims
+    assert all(c["paper_claim"] in ids and c["role"] in ROLES for c in claims)
+    assert {c["paper_claim"] for c in claims if c["role"] == "evidence"} == set(ids)
+    keys = [c["key"] for c in claims]
+    assert len(keys) == len(set(keys)) and not any("logit" in k for k in keys)
+    assert not any(k.startswith("table3/") and "-over-gxi/" in k for k in keys)        # DGA against G×I is Table 1's number
+
+
+def test_baseline_worse_than_random_makes_its_comparison_not_evaluable():
+    "The control 'the baseline beats a random map': where it fails, DGA beating that baseline is not evaluable (and so is the registry claim)."
+    from attribkit.claims import paper_verdict
+    s = hand_setup()
+    g = torch.Generator().manual_seed(0)
+    auc = lambda v: {"lerf_prob": v + 0.01 * torch.randn(8, generator=g), "morf_prob": 1 - v + 0.01 * torch.randn(8, generator=g)}
+    runs = [{"DGA": auc(0.9), "Bad": auc(0.1), "Good": auc(0.7), "random": auc(0.5)} for _ in range(3)]
+    cs, _ = ga._flip_claims(s, {"M": runs}, [("DGA", ("Bad", "Good"), ga.PROB, "dga/baselines", "evidence")], "table3")
+    v = {c["key"]: c for c in cs}
+    assert v["table3/bad-over-random/vgg-16/lerf_prob"]["verdict"] == "fails"
+    assert v["table3/bad-over-random/vgg-16/lerf_prob"]["role"] == "control"
+    bad = v["table3/dga-over-bad/vgg-16/lerf_prob"]
+    assert bad["verdict"] == "not evaluable" and "control table3/bad-over-random/vgg-16/lerf_prob fails" in bad["detail"]
+    assert v["table3/good-over-random/vgg-16/morf_prob"]["verdict"] == "holds"
+    assert v["table3/dga-over-good/vgg-16/morf_prob"]["verdict"] == "holds"
+    pc = next(p for p in ga.PAPER_CLAIMS if p.id == "dga/baselines")
+    assert paper_verdict(pc, [("dga_table3_baselines", c) for c in cs])["verdict"] == "not evaluable"
+
+
+def test_table3_lrp_is_the_alpha1beta0_rule():
+    "Table 3's LRP column is LRP-α1β0 (the paper cites Bach et al. 2015 without naming its rule), not LRP-ε, which is G×I on ReLU nets."
+    from attribkit.attr.backprop import LRP
+    m, x, t = cnn(), torch.randn(3, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 1, 2])
+    a = ga.local_maps(["LRP"], ga.BUDGETS["smoke"])["LRP"](m, x, t)
+    torch.testing.assert_close(a, LRP(m, composite="alpha1beta0").attribute(x, t))
+    assert not torch.allclose(a, LRP(m, composite="epsilon").attribute(x, t), atol=1e-6)
 
 
 def test_controls_are_what_they_say():

@@ -10,19 +10,20 @@ from pathlib import Path
 import torch
 from torch import nn, Tensor
 from ..core import attribute, as_local, available_methods, seed_everything, target_grad
-from ..claims import chance_reason, claim, mean_se, unit_effects
+from ..claims import PaperClaim, chance_reason, claim, mean_se, unit_effects
 from ..metrics import flip_curves
 from ..dga import DGA
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
 
 # %% auto #0
-__all__ = ['TABLE1', 'TABLE2_COLS', 'TABLE2', 'TABLE3_COLS', 'TABLE3', 'PAPER_IMAGES', 'FIG9_N', 'FIG9_Q', 'FLIP_STEPS',
-           'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'BUDGETS', 'CONTROLS', 'SCORES', 'TABLE1_METHODS',
-           'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS', 'TABLE2_CLAIMS', 'TABLE3_CLAIMS', 'RULES', 'FIG1_MAPS',
-           'FIG1_CLAIMS', 'contradictions', 'flip_scores', 'weights_file', 'load_paper_model', 'paper_images', 'Setup',
-           'setup', 'gxi', 'control_methods', 'local_maps', 'compare_methods', 'protocol_note', 'flip_table',
-           'flip_figure', 'StepResult', 'object_shares', 'fig1_figures', 'path_concentration', 'fig8_figures', 'grid',
-           'fig9_figure', 'MoonsSetup', 'moons_setup', 'moons_identities', 'moons_figure']
+__all__ = ['TABLE1', 'TABLE2_COLS', 'TABLE2', 'TABLE3_COLS', 'TABLE3', 'PAPER_IMAGES', 'FIG9_N', 'FIG9_Q', 'PAPER_CLAIMS',
+           'FLIP_STEPS', 'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'BUDGETS', 'CONTROLS', 'LRP_RULE',
+           'VARIANTS', 'SCORES', 'PROB', 'TABLE1_METHODS', 'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS',
+           'TABLE2_CLAIMS', 'TABLE3_CLAIMS', 'RULES', 'FIG1_MAPS', 'FIG1_CLAIMS', 'contradictions', 'flip_scores',
+           'weights_file', 'load_paper_model', 'paper_images', 'Setup', 'setup', 'gxi', 'control_methods', 'local_maps',
+           'compare_methods', 'protocol_note', 'flip_table', 'flip_figure', 'StepResult', 'object_shares',
+           'fig1_figures', 'path_concentration', 'fig8_figures', 'grid', 'fig9_figure', 'MoonsSetup', 'moons_setup',
+           'moons_identities', 'moons_figure']
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #a8e4fc1c
 def _rows(cols: list, values: dict) -> dict:
@@ -56,6 +57,52 @@ def contradictions(table: dict, method: str = "DGA(G×I)", reference: str = "G×
     "(model, order, method value, reference value) wherever the paper's own `table` does not have `method` beating `reference`."
     return [(m, o, row[method], row[reference]) for (m, o), row in table.items()
             if (row[method] - row[reference]) * (1 if o == "LeRF" else -1) <= 0]
+
+def _paper_text(table: dict, cols: list) -> str:
+    "The paper's values of `cols` in `table` as text: 'LeRF ↑ (a / b): VGG-16 0.078 / 0.434, …; MoRF ↓ (…): …'."
+    parts = []
+    for order in ("LeRF", "MoRF"):
+        rows = [f"{m} " + " / ".join("–" if row.get(c) is None else f"{row[c]:.3f}" for c in cols)
+                for (m, o), row in table.items() if o == order]
+        parts.append(f"{order} {'↑' if order == 'LeRF' else '↓'} ({' / '.join(cols)}): " + ", ".join(rows))
+    return "; ".join(parts)
+
+_FLIP = "pixel-flip AUC of the target's softmax probability: LeRF ↑ (least relevant removed first), MoRF ↓ (most relevant first)"
+_CPU = ("cpu: VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on Fashion-MNIST 32 × 32, "
+        "3 seeds; paper scale: the torchvision models on ImageNet val")
+PAPER_CLAIMS = [   # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) claims, with the notebooks that test it
+    PaperClaim("dga/over-gxi", "001", "“the proposed DGA achieves the best performance in both LeRF and MoRF metrics” "
+               "(against G*I, Table 1)", "Appendix G, Table 1", _paper_text(TABLE1, ["G×I", "DGA"]), _FLIP,
+               _CPU + " (dga_table1_local)"),
+    PaperClaim("dga/aggregation-gxi", "001", "“the proposed aggregation on the distillation sequence itself still induces the "
+               "performance improvement, which can be verified by comparing G*I and DGA (G*I)”", "Appendix G, Table 1",
+               _paper_text(TABLE1, ["G×I", "DGA(G×I)"]) + " (the paper's Inception-V3 MoRF contradicts it)", _FLIP,
+               _CPU + " (dga_table1_local)"),
+    PaperClaim("dga/not-relu-alone", "001", "“DGA shows better performance than such ReLU variants [of IG and GIG] … the "
+               "combination of distillation and ReLU achieves high performance, rather than ReLU itself”", "Appendix H, Table 2",
+               _paper_text(TABLE2, ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA"]), _FLIP, _CPU + " (dga_table2_ablation)"),
+    PaperClaim("dga/masks-flip", "001", "“using WC show better performance in LeRF, but EPC better performs in MoRF”",
+               "Appendix H, Table 2", _paper_text(TABLE2, ["DGA_W", "DGA_E"]), _FLIP + " (WC only vs EPC only)",
+               _CPU + " (dga_table2_ablation)"),
+    PaperClaim("dga/baselines", "001", "“DGA still shows the best performance” (against G*I, GBP, IG, FullGrad, GIG, "
+               "DeepLIFT, LRP, SmoothGrad, RISE, Grad-CAM)", "main Table 1 and Appendix I, Table 3",
+               _paper_text(TABLE3, TABLE3_COLS), _FLIP,
+               _CPU + " (dga_table3_baselines; G×I in dga_table1_local; LRP with the α1β0 rule: the paper does not name its rule)"),
+    PaperClaim("dga/n-steps", "001", "“the multiple steps (i.e., N > 1) always increase the performance of MoRF/LeRF regardless "
+               "of the EPC threshold q”", "Appendix K, Figure 9", "figure only (ResNet-18, 1k ImageNet training images, "
+               "N ∈ {1, 10, 20, 30, 50, 100}, q ∈ {0.6, …, 1.0}); no numbers", _FLIP + " (N = 30 against N = 1, per q)",
+               "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
+               "(dga_fig9_grid)"),
+    PaperClaim("dga/low-q", "001", "“the low EPC threshold q usually increase the performance of MoRF with degradation of the "
+               "performance of LeRF”", "Appendix K, Figure 9", "figure only; no numbers",
+               _FLIP + " (q = 0.6 against q = 1.0 at N = 30: MoRF lower, LeRF lower)",
+               "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 "
+               "(dga_fig9_grid)"),
+    PaperClaim("dga/masks-object", "001", "“WC and EPC masks also help to concentrate on the object-aligned features”",
+               "Appendix A, Figure 1 (qualitative)", "figure only; no numbers",
+               "share of the map's positive mass on the target object ↑ (ours: the paper has no metric)",
+               _CPU + "; object = the item's silhouette (pixel > 0.1) at cpu, the centred half-side square at paper scale "
+               "(dga_fig1_ablation; dga_fig8_path gives diagnostics)")]
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #6637f2a2
 FLIP_STEPS = 20  # 5 % of the pixels per step
@@ -242,11 +289,15 @@ def control_methods() -> dict:
             "DGA N=1": _dga(1)}
 
 CONTROLS = ("ReLU(G×I)", "|G×I|", "DGA N=1", "random")
-_REGISTERED = {   # table column: (registered method, its budget knobs as keyword → budget key)
+LRP_RULE = "alpha1beta0"   # the paper cites Bach et al. 2015 without naming a rule; LRP-ε with a tiny ε equals G×I on ReLU
+                           # nets, which the paper's LRP row is not (VGG-16 LeRF 0.240 against G×I 0.078): we use that
+                           # paper's αβ rule with α = 1, β = 0 (attribkit.attr.LRP composite 'alpha1beta0')
+VARIANTS = {"LRP": "LRP-α1β0"}   # how a claim names a column whose variant is ours, not the paper's stated one
+_REGISTERED = {   # table column: (registered method, its budget knobs as keyword → budget key[, fixed keywords])
     "IG_p1": ("ig_p1", {"n_steps": "ig_steps"}), "IG_p2": ("ig_p2", {"n_steps": "ig_steps"}),
     "GIG_p1": ("gig_p1", {"n_steps": "gig_steps"}), "GIG_p2": ("gig_p2", {"n_steps": "gig_steps"}),
     "GBP": ("gbp", {}), "IG": ("ig", {"n_steps": "ig_steps"}), "FullGrad": ("fullgrad", {}),
-    "GIG": ("gig", {"n_steps": "gig_steps"}), "DeepLIFT": ("deeplift", {}), "LRP": ("lrp", {}),
+    "GIG": ("gig", {"n_steps": "gig_steps"}), "DeepLIFT": ("deeplift", {}), "LRP": ("lrp", {}, {"composite": LRP_RULE}),
     "SmoothGrad": ("smoothgrad", {"n_samples": "sg_samples"}), "RISE": ("rise", {"n_masks": "rise_masks"}),
     "Grad-CAM": ("gradcam", {})}
 
@@ -260,9 +311,9 @@ def local_maps(names, budget: dict, seed: int = 0) -> dict:
         if name in own:
             out[name] = own[name]
         elif name in _REGISTERED:
-            method, knobs = _REGISTERED[name]
+            method, knobs, *fixed = _REGISTERED[name]
             base = method.split("_")[0]
-            kw = {k: budget[b] for k, b in knobs.items()} | ({"seed": seed} if method == "rise" else {})
+            kw = {k: budget[b] for k, b in knobs.items()} | ({"seed": seed} if method == "rise" else {}) | (fixed[0] if fixed else {})
             if base in have:
                 out[name] = as_local(method, **kw)
         elif name != "random":
@@ -304,6 +355,7 @@ def _run_methods(s: Setup, methods: dict, failed: dict | None = None, **kwargs) 
 _LABEL = {"lerf_prob": "LeRF prob", "morf_prob": "MoRF prob", "lerf_logit": "LeRF logit", "morf_logit": "MoRF logit"}
 SCORES = {"lerf_prob": ("LeRF", "probability", 1), "morf_prob": ("MoRF", "probability", -1),
           "lerf_logit": ("LeRF", "logit", 1), "morf_logit": ("MoRF", "logit", -1)}
+PROB = ("lerf_prob", "morf_prob")   # the paper's scores: claims are made on these; the logit twins stay measured cells
 
 def _slug(name: str) -> str:
     "A claim-key part for a method or model name: 'G×I' → 'gxi', '|G×I|' → 'abs-gxi', 'ReLU(G×I)' → 'relu-gxi', 'VGG-16' → 'vgg-16'."
@@ -329,40 +381,64 @@ def _summarise(runs: list, label: str, reference: str = "G×I") -> dict:
     return cells
 
 def _versus(runs: list, label: str, paper_name: str, prefix: str, method: str, ref: str, score: str,
-            not_evaluable: str | None = None) -> dict:
-    "The claim that `method` beats `ref` on `score` (LeRF higher, MoRF lower) for one model, from `compare_methods` outputs per seed."
+            not_evaluable: str | None = None, paper_claim: str | None = None, role: str = "evidence") -> dict:
+    "The claim that `method` beats `ref` on `score` (LeRF higher, MoRF lower) for one model, from `compare_methods` outputs per seed, serving registry claim `paper_claim` as `role`."
     order, what, sign = SCORES[score]
     effects, unit = unit_effects([sign * (r[method][score] - r[ref][score]) for r in runs], "methods")
     how = f"per-seed means of differences paired over {len(runs[0][method][score])} images" if unit == "seeds" else "paired images"
     return claim(f"{prefix}/{_slug(method)}-over-{_slug(ref)}/{_slug(paper_name)}/{score}",
-                 f"{label}: {method} {order} ({what}) is {'above' if sign > 0 else 'below'} {ref}'s", effects, units=unit,
-                 detail=f"{how}; effect = {'+' if sign > 0 else '−'}({method} − {ref}) AUC", not_evaluable=not_evaluable)
+                 f"{label}: {VARIANTS.get(method, method)} {order} ({what}) is {'above' if sign > 0 else 'below'} "
+                 f"{VARIANTS.get(ref, ref)}'s", effects, units=unit,
+                 detail=f"{how}; effect = {'+' if sign > 0 else '−'}({method} − {ref}) AUC", not_evaluable=not_evaluable,
+                 paper_claim=paper_claim, role=role)
 
 def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list, dict]:
-    "Claims for every model of `results` and every (method, references, scores) of `spec` whose maps were run, and {claim key: the comparison it tests}."
+    "Claims for every model of `results` and every (method, references, scores, registry claim, role) of `spec` whose maps were run, and {claim key: the comparison it tests}. An evidence comparison against a reference that is neither a control nor random comes with the control 'the reference beats a random map on this score' (once per model, reference and score); where that control fails, the comparison is not evaluable."
     claims, comparisons = [], {}
     for label, runs in results.items():
-        for method, refs, scores in spec:
+        ne, name, gates = s.chance.get(label), s.paper_names.get(label, label), {}
+
+        def add(c, method, ref, score):
+            claims.append(c)
+            comparisons[c["key"]] = dict(model=label, method=method, reference=ref, score=score)
+
+        for method, refs, scores, pc, role in spec:
             for ref in refs:
                 for score in scores:
                     if not all(ref in r and method in r for r in runs):
                         continue
-                    c = _versus(runs, label, s.paper_names.get(label, label), prefix, method, ref, score, s.chance.get(label))
-                    claims.append(c)
-                    comparisons[c["key"]] = dict(model=label, method=method, reference=ref, score=score)
+                    why = ne
+                    if role == "evidence" and ref not in CONTROLS and all("random" in r for r in runs):
+                        if (ref, score) not in gates:
+                            gates[ref, score] = _versus(runs, label, name, prefix, ref, "random", score, ne, pc, "control")
+                            add(gates[ref, score], ref, "random", score)
+                        ctrl = gates[ref, score]
+                        if why is None and ctrl["verdict"] == "fails":
+                            why = f"control {ctrl['key']} fails: {ref} is worse than a random map on this score"
+                    add(_versus(runs, label, name, prefix, method, ref, score, why, pc, role), method, ref, score)
     return claims, comparisons
+
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #40c5f490
 TABLE1_METHODS = ["G×I", "DGA(G×I)", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
 TABLE2_METHODS = ["G×I", "IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
 TABLE3_METHODS = TABLE3_COLS + ["ReLU(G×I)", "|G×I|", "DGA N=1"]
-TABLE1_CLAIMS = [("DGA", ("G×I",) + CONTROLS, tuple(SCORES)), ("DGA(G×I)", ("G×I", "ReLU(G×I)", "random"), tuple(SCORES))]
-TABLE2_CLAIMS = [("DGA_W", ("DGA_E",), ("lerf_prob", "lerf_logit")),    # WC is the better mask for LeRF
-                 ("DGA_E", ("DGA_W",), ("morf_prob", "morf_logit")),    # EPC is the better mask for MoRF
-                 ("DGA", ("IG_p2", "GIG_p2") + CONTROLS, tuple(SCORES))]  # DGA's gain is not the ReLU alone
-TABLE3_CLAIMS = [("DGA", tuple(c for c in TABLE3_COLS if c != "DGA") + CONTROLS, tuple(SCORES))]
+# (method, references, scores, registry claim, role); each comparison is made in one notebook only
+TABLE1_CLAIMS = [("DGA", ("G×I",), PROB, "dga/over-gxi", "evidence"),
+                 ("DGA(G×I)", ("G×I",), PROB, "dga/aggregation-gxi", "evidence"),
+                 ("DGA", ("|G×I|",), PROB, "dga/over-gxi", "diagnostic"),                # is DGA's gain the ranking by |G×I|?
+                 ("DGA(G×I)", ("ReLU(G×I)",), PROB, "dga/aggregation-gxi", "diagnostic")]  # DGA(G×I) at N = 1 is ReLU(G×I)
+TABLE2_CLAIMS = [("DGA_W", ("DGA_E",), ("lerf_prob",), "dga/masks-flip", "evidence"),   # WC is the better mask for LeRF
+                 ("DGA_E", ("DGA_W",), ("morf_prob",), "dga/masks-flip", "evidence"),   # EPC is the better mask for MoRF
+                 ("DGA", ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2"), PROB, "dga/not-relu-alone", "evidence"),
+                 ("DGA", ("ReLU(G×I)",), PROB, "dga/not-relu-alone", "diagnostic")]    # the ReLU of the local map alone
+TABLE3_CLAIMS = [("DGA", tuple(c for c in TABLE3_COLS if c not in ("DGA", "G×I")), PROB, "dga/baselines", "evidence")]
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
+def _stand_in_accuracy(s: Setup) -> dict:
+    "`Result.stand_ins`: {model label: its mean test accuracy over the seeds (a fraction)}; {} where not measured (paper scale)."
+    return {label: sum(a) / len(a) for label, a in s.accuracy.items() if a}
+
 def _accuracy_cells(s: Setup) -> dict:
     "Results cells '<model> | test accuracy' as {mean, se, n} over seeds."
     return {f"{label} | test accuracy": mean_se(a) for label, a in s.accuracy.items()}
@@ -429,7 +505,8 @@ def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str,
     claims, comparisons = _flip_claims(s, results, spec, key)
     tables = [paper_table(*_auc_rows(s, measured, table, sc), cols=cols, decimals=3, corner="model, order",
                           title=f"{title}: pixel-flip AUC of the target's {'softmax probability' if sc == 'prob' else 'logit'}"
-                                + (" (paper's value in brackets)" if sc == "prob" else " (the paper reports none)"))
+                                + (" (paper's value in brackets)" if sc == "prob" else " (the paper reports none)")
+                                + "".join(f"; {c} is {v} (the paper does not name its rule)" for c, v in VARIANTS.items() if c in maps))
               for sc in ("prob", "logit")]
     if rank:
         ranks = _rank_cells(results, rank)
@@ -441,7 +518,7 @@ def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str,
                  target="true label", methods=list(maps) + ["random"], missing_methods=[c for c in cols if c not in maps and c != "random"],
                  failed=failed, unit=unit, comparisons=comparisons, protocol=protocol_note(s, fill),
                  models={model_label(k, s.run.scale): v for k, v in STAND_INS.items()} if s.run.scale != "paper" else "torchvision")
-    res = Result(s.run, tables=tables, measured=measured, paper=paper, claims=claims, extra=extra)
+    res = Result(s.run, tables=tables, measured=measured, paper=paper, claims=claims, extra=extra, stand_ins=_stand_in_accuracy(s))
     diagnose(res, RULES)
     return res
 
@@ -554,8 +631,11 @@ def _show_image(ax, img: Tensor):
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #596c79e9
 FIG1_MAPS = ["UFG", "WC only", "EPC only", "DGA", "ReLU(G×I)", "|G×I|", "input intensity", "random"]
-FIG1_CLAIMS = [("DGA", "UFG"), ("WC only", "UFG"), ("EPC only", "UFG"), ("DGA", "ReLU(G×I)"), ("DGA", "|G×I|"),
-               ("DGA", "random"), ("DGA", "input intensity")]
+FIG1_CLAIMS = [("DGA", "UFG", "evidence"), ("WC only", "UFG", "evidence"), ("EPC only", "UFG", "evidence"),  # the masks' effect
+               ("UFG", "random", "control"),       # the map the masks are judged against finds the object better than chance
+               ("DGA", "ReLU(G×I)", "diagnostic"), ("DGA", "|G×I|", "diagnostic")]
+# no claim against "input intensity": the object is where the input is bright (pixel > threshold), so that map finds it by
+# construction; its share stays a measured cell
 _AREA = "object area (chance)"
 
 def _fig1_maps(s: Setup, names, n_steps: int) -> dict:
@@ -593,13 +673,14 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
     for label, sh in shares.items():
         for k, v in sh.items():
             measured[f"{label} | {k} | positive mass on object"] = _cell(v, native=True)
-        for k, ref in FIG1_CLAIMS:
+        for k, ref, role in FIG1_CLAIMS:
             if k not in sh or ref not in sh:
                 continue
             effects, unit = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
             c = claim(f"fig1/{_slug(k)}-over-{_slug(ref)}/{_slug(s.paper_names.get(label, label))}",
                       f"{label}: {k} puts more positive mass on the object than {ref}", effects, units=unit,
-                      detail="effect = difference of object shares", not_evaluable=s.chance.get(label))
+                      detail="effect = difference of object shares", not_evaluable=s.chance.get(label),
+                      paper_claim="dga/masks-object", role=role)
             claims.append(c)
             comparisons[c["key"]] = dict(model=label, method=k, reference=ref)
     rows = {label: {k: _cell(v, native=True) for k, v in sh.items()} for label, sh in shares.items()}
@@ -607,7 +688,8 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
                         "(the paper gives no numbers; ours ± SE)")
     extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=s.run.budget["n_steps"],
                  object=_object_note(s, threshold), maps=list(methods), comparisons=comparisons)
-    res = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(maps=first, shares=shares))
+    res = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(maps=first, shares=shares),
+                     stand_ins=_stand_in_accuracy(s))
     diagnose(res, RULES)
     return res
 
@@ -696,19 +778,21 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
     ne, model_key = s.chance.get(label), _slug(s.paper_names.get(label, label))
     effects = [("fig8/dga-keeps-object", "keeps more of the object than of the background (log ratio > 0)", late["DGA (UFG)"],
                 "effect = log(mean mask on object / off object), steps N/2..N−1")]
-    for k in ("random local", "intensity local"):
-        effects.append((f"fig8/dga-over-{_slug(k)}", f"concentrates on the object more than {'a random' if k.startswith('random') else 'an intensity'}-local sequence",
-                        [a - b for a, b in zip(late["DGA (UFG)"], late[k])], ""))
+    effects.append(("fig8/dga-over-random-local", "concentrates on the object more than a random-local sequence",
+                    [a - b for a, b in zip(late["DGA (UFG)"], late["random local"])], ""))
+    # no claim against the intensity-local sequence: it keeps the bright pixels, i.e. the object, by construction
     claims = []
     for key, text, per_seed, detail in effects:
         e, unit = unit_effects(per_seed, "methods")
-        claims.append(claim(f"{key}/{model_key}", f"{label}: the DGA sequence {text}", e, units=unit, detail=detail, not_evaluable=ne))
+        claims.append(claim(f"{key}/{model_key}", f"{label}: the DGA sequence {text}", e, units=unit, detail=detail, not_evaluable=ne,
+                            paper_claim="dga/masks-object", role="diagnostic"))   # why the masks do or do not find the object
     table = paper_table({label: {k: _cell(v, native=True) for k, v in late.items()}}, decimals=3, corner="model",
                         title="log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)")
     extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=n_steps, object=_object_note(s, threshold),
                  model=label, background=sum(background) / len(background),
                  note="the IG path images are α·x in normalised space, shown un-normalised")
-    res = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(first=first, probs=probs))
+    res = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(first=first, probs=probs),
+                     stand_ins=_stand_in_accuracy(s))
     diagnose(res, RULES)
     return res
 
@@ -766,7 +850,7 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #9e62cd1b
 def grid(s: Setup, ns=None, qs=FIG9_Q, fill="zero") -> StepResult:
-    "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims that aggregation helps and that a low q trades LeRF for MoRF, and the default DGA against its controls; `raw`: the grid's flip scores per seed."
+    "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
     from attribkit.results import paper_table
     b = s.run.budget
     NS, QS, (label,) = list(ns or b["grid_n"]), list(qs), s.per_seed[0]
@@ -789,24 +873,27 @@ def grid(s: Setup, ns=None, qs=FIG9_Q, fill="zero") -> StepResult:
     measured.update(_summarise(res, label, reference="DGA"))
     ne, model_key, claims, comparisons = s.chance.get(label), _slug(s.paper_names.get(label, label)), [], {}
 
-    def add(key, text, per_seed, cmp):
+    def add(key, text, per_seed, cmp, pc):
         e, unit = unit_effects(per_seed, "methods")
-        claims.append(claim(key, text, e, units=unit, not_evaluable=ne))
+        claims.append(claim(key, text, e, units=unit, not_evaluable=ne, paper_claim=pc, role="evidence"))
         comparisons[key] = cmp
 
     if 1 in NS and N > 1:
+        for key in PROB:   # the control: N = 1 (ReLU(UFG), the map aggregation is judged against) beats a random map
+            c = _versus(res, label, s.paper_names.get(label, label), "fig9", "DGA N=1", "random", key, ne, "dga/n-steps", "control")
+            claims.append(c)
+            comparisons[c["key"]] = dict(model=label, method="DGA N=1", reference="random", score=key)
         for q in QS:
-            for key, (order, score, sign) in SCORES.items():
+            for key in PROB:
+                order, score, sign = SCORES[key]
                 add(f"fig9/aggregation/{model_key}/q={q}/{key}", f"q={q}: N={N} beats N=1 in {order} ({score})",
-                    [sign * (a[key] - c[key]) for a, c in zip(g[(N, q)], g[(1, q)])], dict(model=label, score=key))
+                    [sign * (a[key] - c[key]) for a, c in zip(g[(N, q)], g[(1, q)])], dict(model=label, score=key), "dga/n-steps")
     if 0.6 in QS and 1.0 in QS:   # a low q improves MoRF (lower) and degrades LeRF (lower): both "q=0.6 below q=1.0"
-        for key, (order, score, sign) in SCORES.items():
+        for key in PROB:
+            order, score, sign = SCORES[key]
             add(f"fig9/low-q/{model_key}/{key}",
                 f"N={N}: q=0.6 has a lower {order} ({score}) than q=1.0 ({'better' if order == 'MoRF' else 'worse'})",
-                [c[key] - a[key] for a, c in zip(g[(N, 0.6)], g[(N, 1.0)])], dict(model=label, score=key))
-    cl, cmp = _flip_claims(s, {label: res}, [("DGA", ("ReLU(G×I)", "|G×I|", "random"), tuple(SCORES))], "fig9")
-    claims += cl
-    comparisons |= cmp
+                [c[key] - a[key] for a, c in zip(g[(N, 0.6)], g[(N, 1.0)])], dict(model=label, score=key), "dga/low-q")
     rows = {f"q = {q}, {SCORES[k][0]} {'↑' if SCORES[k][2] > 0 else '↓'}": {f"N = {n}": _cell([r[k] for r in g[(n, q)]]) for n in NS}
             for k in ("lerf_prob", "morf_prob") for q in QS}
     table = paper_table(rows, decimals=3, corner="q, order", title=f"{label}: DGA's softmax-probability pixel-flip AUC over N and q "
@@ -814,7 +901,8 @@ def grid(s: Setup, ns=None, qs=FIG9_Q, fill="zero") -> StepResult:
     extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, N=NS, q=QS, flip_steps=b["flip_steps"], fill=fill,
                  target="true label", model=label, unit=unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1],
                  comparisons=comparisons)
-    out = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(grid=g, res=res))
+    out = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(grid=g, res=res),
+                     stand_ins=_stand_in_accuracy(s))
     diagnose(out, RULES)
     return out
 
@@ -939,7 +1027,8 @@ def moons_identities(toy: MoonsSetup, n_steps: int = 30) -> StepResult:
             f"(an identity); at B they differ by up to {dB:.3f}: the IG path crosses other regions.")
     extra = {"data": "moons (2-D, attribkit.data.moons, noise 0.1)", "points": rows, "epochs": toy.epochs, "lr": toy.lr,
              "final_train_loss": toy.final_train_loss}
-    return StepResult(toy.run, tables=[table, note], measured=measured, extra=extra, raw=dict(points=points))
+    return StepResult(toy.run, tables=[table, note], measured=measured, extra=extra, raw=dict(points=points),
+                      stand_ins={"2-5-3-1 ReLU MLP (two moons)": toy.accuracy})
 
 def moons_figure(toy: MoonsSetup, res: StepResult):
     "Left: the toy's linear regions, decision boundary, test points, A, B and the baseline; right: G×I, IG, UFG and DGA at A and B."
