@@ -173,17 +173,18 @@ def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
     mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
     ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
     ev = [c for _, c in mine if c["role"] == "evidence"]
-    failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] == "fails"]
+    gated = " ".join(c["detail"] for c in ev if c["verdict"] == "not evaluable")
+    failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] == "fails" and c["key"] not in gated]
     k = {v: sum(c["verdict"] == v for c in ev) for v in VERDICTS}
     n = len(ev)
-    support = (f"holds on {k['holds']} of {n} stand-ins" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])) if n else "no evidence measured"
+    support = (f"holds on {k['holds']} of {n} evidence claims" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])) if n else "no evidence measured"
     if not n or k["not evaluable"] == n:
         v = "not evaluable"
         if n: support += f" ({ev[0]['detail']})"
     elif failed:
         v, support = "not evaluable", f"control {', '.join(failed)} fails; " + support
-    elif k["holds"] > n / 2 and not k["fails"]: v = "holds"
-    elif k["fails"] > n / 2: v = "fails"
+    elif k["holds"] > (n - k["not evaluable"]) / 2 and not k["fails"]: v = "holds"   # a majority of the evidence that can speak
+    elif k["fails"] > (n - k["not evaluable"]) / 2: v = "fails"
     else: v = "inconclusive"
     return {**{f: getattr(pc, f) for f in ("id", "paper", "claim", "source", "paper_value", "metric", "stand_ins")},
             "verdict": v, "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic")}

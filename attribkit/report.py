@@ -58,7 +58,7 @@ def _ours(row: dict, results: dict) -> str:
     cs = [c for ref in row["evidence"] for nb, key in [ref.split(":", 1)] for c in (results.get(nb) or {"claims": []})["claims"] if c["key"] == key]
     cs = [c for c in cs if c["effect"] is not None]
     if not cs: return "—"
-    if len(cs) <= 3: return "; ".join(f"{c['effect']:+.3g} ± {c['se']:.2g}" for c in cs)
+    if len(cs) <= 3: return "; ".join(f"{c['effect']:+.3g}" + ("" if c["se"] is None else f" ± {c['se']:.2g}") for c in cs)
     e = sorted(c["effect"] for c in cs)
     return f"{len(cs)} effects, {e[0]:+.3g} … {e[-1]:+.3g}"
 
@@ -102,7 +102,7 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
              f"scale `{params['scale']}`{_DRY_MD if params.get('dry_run') else ''} · seeds {', '.join(map(str, seeds)) or '—'} · "
              f"device `{params['device']}` · {ok}/{len(records)} notebooks ran · {_snapshot(list(rs.values()))}", "",
              f"machine: {machine()} · sum of the notebooks' wall times {sum(r.get('wall_time') or 0 for r in records) / 60:.1f} min", "",
-             f"**The papers' own claims: {_counts_line(rows)}** (a claim holds when it holds on a majority of its stand-ins and "
+             f"**The papers' own claims: {_counts_line(rows)}** (a claim holds when it holds on a majority of its evaluable evidence and "
              "fails on none; unit verdicts: holds at effect > t(0.975, n−1)·se; controls that fail make it not evaluable)"]
     for prefix, (title, _) in registry.items():
         mine = [r for r in rows if r["id"] in {pc.id for pc in registry[prefix][1]}]
