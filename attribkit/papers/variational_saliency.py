@@ -398,7 +398,8 @@ def score_maps(S: VSMSetup, methods=METHODS, n_images: int = 48, steps: int = 20
 def _stand_ins(S: VSMSetup, seeds: list) -> dict:
     "`Result.stand_ins`: the classifier with its mean test top-1 hit rate over `seeds` (a fraction), or why it is not measured."
     hits = [S.accuracy[s] for s in seeds]
-    return {S.model_name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
+    name = S.model_name.split(" (stand-in")[0]      # "LeNet-5 on fashion_mosaics"; the paper scale's "ResNet-50 (torchvision) from …"
+    return {name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
 
 def _fold_best(scores: list, baselines: list, metric: str, sign: float) -> list:
     "The best baseline for each half of the test images (even, odd index), chosen on the other half's images of every seed: never on the images it is judged on."
