@@ -314,7 +314,8 @@ def test_vsal_prior_steps_on_a_tiny_setup(tmp_path):
     post = P.posterior(S, n_images=6)
     fixed = P.edge_fixes(S, post, ["zero prior boundary"])
     res = P.prior_result(S, draws, post, fixed)
-    assert [c["key"] for c in res.claims] == ["prior/ar1-over-iid", "prior/tv-over-iid", "posterior/nu-off-over-on"]
+    assert [c["key"] for c in res.claims] == ["posterior/nu-off-over-on"]      # the priors' correlations: cells (identities, tested above)
+    assert res.measured["ar1 (rho=0.9): neighbour corr (implied)"] == pytest.approx(0.9)
     assert res.claim("posterior/nu-off-over-on")["n"] == 6
     assert res.measured["edge fix, zero prior boundary: ν edge / interior, KL optimum"] == pytest.approx(1.0)
     assert "Only zero prior boundary was fitted" in res.extra["edge_findings"] and len(res.tables) == 3
@@ -336,6 +337,44 @@ def test_vsal_schematic_steps_on_a_tiny_setup(tmp_path):
     assert [c["key"] for c in res.claims] == ["pipeline/vsm-over-random", "pipeline/vsm-over-brightest"]
     assert all(c["n"] == 6 for c in res.claims) and "top-1 kept, random mask" in res.measured
     plt.close(P.pipeline_figure(S, runs, n=2))
+
+
+def test_vsal_claims_tied_to_the_registry(tmp_path):
+    "Every claim of the three steps names a registry id of PAPER_CLAIMS and a role; every registry claim has evidence; stand-ins carry the accuracy."
+    from attribkit.claims import ROLES
+    from attribkit.papers import registry
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path, seeds=3)
+    post = P.posterior(S, n_images=6)
+    results = {"vsal_eval": P.compare_methods(S, _scores(S)),
+               "vsal_prior": P.prior_result(S, P.prior_draws(S, n_samples=64), post, {}),
+               "vsal_schematic": P.pipeline_result(S, P.pipeline_runs(S, n_images=6))}
+    ids = [c.id for c in P.PAPER_CLAIMS]
+    assert len(ids) == len(set(ids)) == 3 and registry()["vsal"][1] == P.PAPER_CLAIMS
+    claims = [(nb, c) for nb, r in results.items() for c in r.claims]
+    assert all(c["paper_claim"] in ids and c["role"] in ROLES for _, c in claims), [(nb, c["key"]) for nb, c in claims]
+    for pc in ids:
+        assert any(c["paper_claim"] == pc and c["role"] == "evidence" for _, c in claims), pc
+    assert not any(c["key"].startswith("prior/") for _, c in claims)        # correlations that hold by construction are no claims
+    roles = {c["key"]: c["role"] for _, c in claims}
+    assert roles["eval/vsm-over-best/deletion"] == "evidence" and roles["eval/best-over-random/deletion"] == "control"
+    assert roles["eval/vsm-over-random/deletion"] == "diagnostic" and roles["pipeline/vsm-over-brightest"] == "diagnostic"
+    assert all(r.stand_ins == {"a toy classifier": 0.9} for r in results.values())
+
+
+def test_vsal_best_baseline_chosen_on_other_images(tmp_path):
+    "The best baseline of each half of the test images is chosen on the other half: A wins the even images, B the odd ones, so B is judged on the even and A on the odd."
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path)
+    t = lambda *v: torch.tensor(v, dtype=torch.float32)
+    ins = {"VSM": t(0.5, 0.5, 0.5, 0.5), "A": t(0.9, 0.1, 0.9, 0.1), "B": t(0.2, 0.6, 0.2, 0.6), "random": t(0.3, 0.3, 0.3, 0.3)}
+    res = {n: dict(insertion=v, deletion=1 - v, keep_k=v) for n, v in ins.items()}
+    r = P.compare_methods(S, [dict(seed=0, x=torch.zeros(4, 3, 12, 12), res=res)])
+    assert r.extra["best_baseline_folds"]["insertion"] == ["B", "A"] and r.extra["best_baseline"]["insertion"] == "B / A"
+    c = r.claim("eval/vsm-over-best/insertion")          # VSM minus B on images 0, 2 and minus A on images 1, 3
+    assert c["effect"] == pytest.approx(float(torch.tensor([0.3, 0.4, 0.3, 0.4]).mean())) and c["role"] == "evidence"
+    assert "B for the even images, A for the odd ones" in c["detail"]
+    assert r.claim("eval/best-over-random/deletion")["effect"] == pytest.approx(-0.15)   # random 0.7 against B 0.8 (even), A 0.9 (odd)
 
 
 def test_vsm_cache_key_and_files_unchanged(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Subset, TensorDataset
-from ..claims import chance_reason, claim, mean_se, not_evaluable, paired, unit_effects
+from ..claims import PaperClaim, chance_reason, claim, mean_se, not_evaluable, paired, unit_effects
 from ..core import atomic_save, attribute, seed_everything
 from ..data import (FASHION_MNIST_CLASSES, FASHION_MNIST_STATS, IMAGENET_STATS, DataSplits, fashion_mosaics, first,
                             imagenet_folder, shapes)
@@ -24,9 +24,9 @@ from ..vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 
 # %% auto #0
 __all__ = ['APPENDIX', 'PAPER_TABLE', 'METRICS', 'COLUMNS', 'CLASSIFIER', 'NOTEBOOKS', 'PAPER_FILES', 'WEIGHT_FILES',
-           'EDGE_FIXES', 'BUDGETS', 'METHODS', 'RULES', 'fit_vsm', 'VSMSetup', 'setup', 'score_maps', 'compare_methods',
-           'eval_figures', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result', 'prior_figure', 'pipeline_runs',
-           'pipeline_result', 'pipeline_figure']
+           'EDGE_FIXES', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'METHODS', 'RULES', 'fit_vsm', 'VSMSetup', 'setup',
+           'score_maps', 'compare_methods', 'eval_figures', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result',
+           'prior_figure', 'pipeline_runs', 'pipeline_result', 'pipeline_figure']
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #da1a4900
 APPENDIX = dict(encoder_channels=(64, 64, 64, 64, 32, 32, 32, 32, 32, 16, 16, 16, 16, 16, 16, 2), kernel=3, stride=1, padding=1,
@@ -60,6 +60,29 @@ BUDGETS = {
                     workers=0, threads=None, **_VSM, eval_images=4, rise_masks=8, dga_steps=2, steps=2,
                     prior_images=4, n_samples=64, edge_fixes=["zero boundary + replicate padding"], schematic_images=4),
 }   # the "dry_run" row: the paper protocol at ≤ 1 epoch over ≤ 2 batches, ≤ 4 images
+
+# %% ../../nbs/papers/05_variational_saliency.ipynb #a51c0d02
+PAPER = "004"
+_STAND_INS = "LeNet-5 per seed on fashion_mosaics, 64 px (cpu); torchvision ResNet-50 on ImageNet val (paper scale, our choice)"
+PAPER_CLAIMS = [
+    PaperClaim("vsal/better-saliency", PAPER,
+               "“Variational Saliency Maps for Explaining Model's Behavior” (the title): the map ranks the pixels the classifier relies on "
+               "better than other saliency methods",
+               "title and body (the body's comparison is not in the seed: only the appendix is)", "not in the seed",
+               "deletion AUC ↓, insertion AUC ↑ (RISE's protocol), pointing game ↑ — our choice of metrics",
+               _STAND_INS + "; against the best of G×I, DGA, RISE, Grad-CAM and the input intensity, chosen on other test images"),
+    PaperClaim("vsal/mask-keeps-prediction", PAPER,
+               "“A saliency map is sampled from it, followed by passing a differentiable top-k operator to provide a binary mask. "
+               "With this mask, the input image is perturbed” — the reconstruction term between ŷ_perturb and ŷ_origin",
+               "appendix A, Figure 1 (schematic)", "none (a schematic)",
+               "KL(ŷ_origin ‖ ŷ_perturb) ↓ under the hard top-k mask of a sample s, against a random mask of the same size",
+               _STAND_INS),
+    PaperClaim("vsal/uncertainty", PAPER,
+               "the saliency map is a random variable and the method gives uncertainty over the explanation (the abstract, summarised; "
+               "not in the seed)", "abstract (OpenReview x2ywTOFM4xt)", "none",
+               "log(mean ν off the objects / mean ν on them) ↑ per image, 2-px frame excluded — our reading of 'uncertainty'",
+               "LeNet-5 on fashion_mosaics with per-class masks (cpu; the first seed's VSM); not evaluable on ImageNet (no masks)"),
+]   # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #d324908c
 def _classifier(path) -> nn.Module:
@@ -372,8 +395,30 @@ def score_maps(S: VSMSetup, methods=METHODS, n_images: int = 48, steps: int = 20
     return [_score_seed(S, s, methods, n_images, steps, rise_masks, dga_steps) for s in S.seeds]
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #398ab2b6
+def _stand_ins(S: VSMSetup, seeds: list) -> dict:
+    "`Result.stand_ins`: the classifier with its mean test top-1 hit rate over `seeds` (a fraction), or why it is not measured."
+    hits = [S.accuracy[s] for s in seeds]
+    name = S.model_name.split(" (stand-in")[0]      # "LeNet-5 on fashion_mosaics"; the paper scale's "ResNet-50 (torchvision) from …"
+    return {name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
+
+def _fold_best(scores: list, baselines: list, metric: str, sign: float) -> list:
+    "The best baseline for each half of the test images (even, odd index), chosen on the other half's images of every seed: never on the images it is judged on."
+    idx = np.arange(len(scores[0]["x"]))
+
+    def score(n, other):
+        v = np.concatenate([r["res"][n][metric].double().numpy()[other] for r in scores])
+        return sign * float(np.nanmean(v)) if np.isfinite(v).any() else -math.inf
+
+    return [max(baselines, key=lambda n: score(n, idx % 2 != f)) for f in (0, 1)]
+
+def _crossed(r: dict, metric: str, folds: list) -> Tensor:
+    "Per test image of run `r`: the score of its half's best baseline (`_fold_best`)."
+    a, b = (r["res"][n][metric] for n in folds)
+    even = torch.arange(len(a)) % 2 == 0
+    return torch.where(even, a, b)
+
 def compare_methods(S: VSMSetup, scores: list) -> Result:
-    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims against the best baseline and a random map, with their diagnoses."
+    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims: VSM against the best baseline (evidence; chosen on the other half of the test images), the best baseline against a random map (control) and VSM against a random map (diagnostic), with their diagnoses."
     run, n_images = S.run, len(scores[0]["x"])
     units = _units(scores)
     names = list(scores[0]["res"])
@@ -383,9 +428,12 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
     def values(metric, n):
         return _per_unit(scores, lambda r: r["res"][n][metric].double().numpy())
 
+    def score(r, metric, n):
+        return _crossed(r, metric, folds[metric]) if n == "best" else r["res"][n][metric]
+
     def effects(metric, a, b):
         sign = -1.0 if METRICS.get(metric, "higher") == "lower" else 1.0
-        return _per_unit(scores, lambda r: sign * paired(r["res"][a][metric], r["res"][b][metric]))
+        return _per_unit(scores, lambda r: sign * paired(score(r, metric, a), score(r, metric, b)))
 
     measured = {f"{n} {m}": mean_se(values(m, n)) for n in names for m in scored}
     measured = {key: v for key, v in measured.items() if v["n"] > 0}     # one object per image at smoke: no AUC among objects
@@ -394,38 +442,45 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
         measured["VSM arg-max on the 2-px frame (fraction)"] = mean_se(np.concatenate([r["border"].numpy() for r in scores]))
     at_chance = _chance(S, S.seeds)
     data = run.budget["data"]
-    best, claims = {}, []
+    best, folds, claims = {}, {}, []
+    ev = dict(paper_claim="vsal/better-saliency")
     for m, d in METRICS.items():
-        texts = [(f"eval/vsm-over-best/{m}", f"VSM scores better than the best baseline ({{}}) on {m} ({d} is better)", "VSM", None),
-                 (f"eval/vsm-over-random/{m}", f"VSM scores better than a random map on {m}", "VSM", "random"),
-                 (f"eval/best-over-random/{m}", f"control: the best baseline ({{}}) scores better than a random map on {m}", None, "random")]
+        texts = [(f"eval/vsm-over-best/{m}", f"VSM scores better than the best baseline ({{}}) on {m} ({d} is better)", "VSM", "best", "evidence"),
+                 (f"eval/vsm-over-random/{m}", f"diagnostic: VSM scores better than a random map on {m}", "VSM", "random", "diagnostic"),
+                 (f"eval/best-over-random/{m}", f"control: the best baseline ({{}}) scores better than a random map on {m}", "best", "random", "control")]
         if m not in scored:
-            claims += [not_evaluable(key, t.format("G×I, DGA or RISE"), "the ImageNet folder layout has no object masks or boxes", n=0)
-                       for key, t, _, _ in texts]
+            claims += [not_evaluable(key, t.format("G×I, DGA or RISE"), "the ImageNet folder layout has no object masks or boxes", n=0,
+                                     role=role, **ev) for key, t, _, _, role in texts]
             continue
         sign = -1.0 if d == "lower" else 1.0
         if baselines:
-            best[m] = max(baselines, key=lambda n: sign * np.nanmean(values(m, n)))
-        for key, text, a, c in texts:
-            missing = [n for n in (a, c) if n is not None and n not in names] + ([] if baselines or None not in (a, c) else ["a baseline"])
+            folds[m] = _fold_best(scores, baselines, m, sign)
+            best[m] = folds[m][0] if folds[m][0] == folds[m][1] else " / ".join(folds[m])
+        for key, text, a, c, role in texts:
+            missing = ([n for n in (a, c) if n not in ("best", *names)]
+                       + ([] if baselines or "best" not in (a, c) else ["a baseline"]))
             text = text.format(best.get(m, "none compared"))
-            detail = (f"best of {', '.join(baselines)} chosen on these runs; {data}, {S.model_name}, n_eval={n_images} images per seed"
-                      + (f"; tolerance {15 * run.budget['size'] / 224:.1f} px, images whose predicted class is absent are skipped" if m == "pointing" else ""))
+            chosen = (f"{folds[m][0]} on both halves" if folds[m][0] == folds[m][1] else
+                      f"{folds[m][0]} for the even images, {folds[m][1]} for the odd ones") if m in folds else ""
+            detail = (f"the best of {', '.join(baselines)} chosen on the other half of the test images (even/odd index, every seed), "
+                      f"never on the images it is judged on: {chosen}; " if baselines and "best" in (a, c) else "")
+            detail += (f"{data}, {S.model_name}, n_eval={n_images} images per seed"
+                       + (f"; tolerance {15 * run.budget['size'] / 224:.1f} px, images whose predicted class is absent are skipped" if m == "pointing" else ""))
             if missing:
-                claims.append(not_evaluable(key, text, f"{' and '.join(missing)} not compared (not in `methods`)", n=0))
+                claims.append(not_evaluable(key, text, f"{' and '.join(missing)} not compared (not in `methods`)", n=0, role=role, **ev))
             elif at_chance:
-                claims.append(not_evaluable(key, text, at_chance, n=len(scores)))
+                claims.append(not_evaluable(key, text, at_chance, n=len(scores), role=role, **ev))
             else:
-                claims.append(claim(key, text, effects(m, a or best[m], c or best[m]), units=units, detail=detail))
+                claims.append(claim(key, text, effects(m, a, c), units=units, detail=detail, role=role, **ev))
     table = {n: {COLUMNS[m]: measured.get(f"{n} {m}") for m in METRICS} for n in names}
     title = f"VSM vs baselines on {data} ({run.scale}); {_hit_text(S, S.seeds)}"
     vsm = {r["seed"]: r["vsm"].history for r in scores if "vsm" in r}
-    extra = dict(data=data, model=S.model_name, methods=names, best_baseline=best, units=units,
+    extra = dict(data=data, model=S.model_name, methods=names, best_baseline=best, best_baseline_folds=folds, units=units,
                  keep_k={n: float(np.nanmean(values("keep_k", n))) for n in names}, vsm_history=vsm,
                  vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
                  settings=S.settings_record(n_eval=n_images))
     res = Result(run, tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="method")], measured=measured,
-                 paper=PAPER_TABLE, claims=claims, extra=extra)
+                 paper=PAPER_TABLE, claims=claims, extra=extra, stand_ins=_stand_ins(S, S.seeds))
     diagnose(res, RULES)
     return res
 
@@ -642,16 +697,10 @@ def _edge_findings(res: Result) -> str:
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #10094dde
 def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
-    "vsal_prior's tables (the priors' draws; the edge artefacts before and after the fixes), measured cells and claims (the soft-TV priors correlate neighbours more than iid; ν is larger off the objects), with their diagnoses."
+    "vsal_prior's tables (the priors' draws; the edge artefacts before and after the fixes), measured cells (the priors' neighbour correlations: identities of the construction, not claims) and its claim (ν is larger off the objects: evidence for `vsal/uncertainty`), with their diagnoses."
     run, seeds = S.run, [r["seed"] for r in post]
     measured, claims = dict(draws["measured"]), []
     H, W = draws["size"]
-    for name in list(draws["corr"])[:2]:
-        (r, se), (r0, se0) = draws["corr"][name], draws["corr"]["iid"]
-        kind = name.split(" ")[0]
-        claims.append(claim(f"prior/{kind}-over-iid", f"the {name} prior correlates adjacent pixels more than the independent prior",
-                            effect=r - r0, se=math.hypot(se, se0), n=draws["n_samples"], units="prior draws",
-                            detail=f"difference of two independent sample correlations at the centre pixel, {H}×{W} maps"))
     measured["q: within-map neighbour corr of mu (mean)"] = mean_se(_per_unit(post, lambda r: _lag1(r["mu"]).double().numpy()))
     measured["q: within-map neighbour corr of a draw s (mean)"] = mean_se(_per_unit(post, lambda r: _lag1(r["sq"][:, 0]).double().numpy()))
     measured["q: log(mean nu off the objects / on them), frame excluded"] = mean_se(_per_unit(post, lambda r: r["log_ratio"].numpy()))
@@ -659,12 +708,13 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
     measured |= _hit_cells(S, seeds, mean=False)
     at_chance = _chance(S, seeds)
     key, text = "posterior/nu-off-over-on", "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)"
+    ev = dict(paper_claim="vsal/uncertainty", role="evidence")
     if at_chance:
-        claims.append(not_evaluable(key, text, at_chance, n=len(post)))
+        claims.append(not_evaluable(key, text, at_chance, n=len(post), **ev))
     elif S.masks is None:
-        claims.append(not_evaluable(key, text, "the ImageNet folder layout has no object masks", n=len(post)))
+        claims.append(not_evaluable(key, text, "the ImageNet folder layout has no object masks", n=len(post), **ev))
     else:
-        claims.append(claim(key, text, _per_unit(post, lambda r: r["log_ratio"].numpy()), units=_units(post),
+        claims.append(claim(key, text, _per_unit(post, lambda r: r["log_ratio"].numpy()), units=_units(post), **ev,
                             detail=f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; "
                                    f"{run.budget['data']}, {len(post[0]['x'])} test images per seed"))
     measured |= _edge_artefacts(post)
@@ -685,17 +735,11 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
                  settings=S.settings_record(n_eval=len(post[0]["x"]), n_samples=draws["n_samples"], fixes=list(fixed)))
     res = Result(run, tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="prior"),
                               paper_table(rows, title=edge_title, decimals=3, corner="variant")],
-                 measured=measured, paper=PAPER_TABLE, claims=claims, extra=extra)
+                 measured=measured, paper=PAPER_TABLE, claims=claims, extra=extra, stand_ins=_stand_ins(S, seeds))
     res.extra["edge_findings"] = _edge_findings(res)
     res.tables.append("**Where the edge artefacts come from, and what fixes them** (generated from the measurements)\n\n" + res.extra["edge_findings"])
     diagnose(res, RULES)
     return res
-
-def _why_prior(res: Result, c: dict) -> str:
-    "A prior's draws correlate neighbours no more than iid: the measured and implied correlations."
-    m = res.measured
-    names = [k.split(": ")[0] for k in m if k.endswith(": neighbour corr (samples)")]
-    return "; ".join(f"{n}: {m[f'{n}: neighbour corr (samples)']:.3f} measured, {m[f'{n}: neighbour corr (implied)']:.3f} implied" for n in names) + "."
 
 def _why_posterior(res: Result, c: dict) -> str:
     "ν is not larger off the objects: the measured log ratio, the fitted ν frame and the VSM's final KL."
@@ -708,7 +752,7 @@ def _why_posterior(res: Result, c: dict) -> str:
             f"background's edge than inside and the fit ended at a per-pixel KL of {m['q: final per-pixel KL (mean over seeds)']:.2f}: "
             "ν follows the prior's boundary rows and the KL more than the objects.")
 
-RULES |= {"prior": _why_prior, "posterior": _why_posterior}
+RULES |= {"posterior": _why_posterior}
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #c32e8429
 def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
@@ -773,7 +817,7 @@ def pipeline_runs(S: VSMSetup, n_images: int = 300) -> list:
     return [_pipeline_seed(S, s, n_images) for s in S.seeds]
 
 def pipeline_result(S: VSMSetup, runs: list) -> Result:
-    "vsal_schematic's table (masks × KL ↓, top-1 kept ↑), measured cells and claims (VSM's hard top-k keeps the prediction better than a random mask and than the brightest pixels), with their diagnoses."
+    "vsal_schematic's table (masks × KL ↓, top-1 kept ↑), measured cells and claims: VSM's hard top-k keeps the prediction better than a random mask (evidence for `vsal/mask-keeps-prediction`) and than the brightest pixels (a diagnostic: is VSM more than intensity?), with their diagnoses."
     run, seeds = S.run, [r["seed"] for r in runs]
     units, k, n_images = _units(runs), S.settings["k"], len(runs[0]["x"])
     names = list(runs[0]["kl"])
@@ -783,21 +827,23 @@ def pipeline_result(S: VSMSetup, runs: list) -> Result:
     measured |= _hit_cells(S, seeds, mean=False)
     at_chance = _chance(S, seeds)
     claims = []
-    for key, ctrl, what in (("pipeline/vsm-over-random", "random mask", "a random mask of the same size (the random control)"),
-                            ("pipeline/vsm-over-brightest", "brightest pixels", "the same number of brightest pixels (the trivial baseline)")):
-        text = f"after training, VSM's hard top-k mask preserves the prediction better (lower KL) than {what}"
+    for key, ctrl, what, role in (("pipeline/vsm-over-random", "random mask", "a random mask of the same size", "evidence"),
+                                  ("pipeline/vsm-over-brightest", "brightest pixels", "the same number of brightest pixels (the trivial baseline)",
+                                   "diagnostic")):
+        text = ("diagnostic: " if role == "diagnostic" else "") + f"after training, VSM's hard top-k mask preserves the prediction better (lower KL) than {what}"
+        kw = dict(paper_claim="vsal/mask-keeps-prediction", role=role)
         if at_chance:
-            claims.append(not_evaluable(key, text, at_chance, n=len(runs)))
+            claims.append(not_evaluable(key, text, at_chance, n=len(runs), **kw))
         else:
             claims.append(claim(key, text, _per_unit(runs, lambda r: paired(r["kl"][ctrl], r["kl"]["VSM hard top-k"])), units=units,
-                                detail=f"{run.budget['data']}, {S.model_name}, k={k}, {n_images} test images per seed"))
+                                detail=f"{run.budget['data']}, {S.model_name}, k={k}, {n_images} test images per seed", **kw))
     table = {n: {"KL(p_origin ‖ p_perturb) ↓": measured[f"KL(p_origin||p_perturb), {n}"], "top-1 kept ↑": measured[f"top-1 kept, {n}"]} for n in names}
     title = f"Figure-1 pipeline, kept fraction k = {k}; {_hit_text(S, seeds)}"
     extra = dict(data=run.budget["data"], model=S.model_name, vsm_history={r["seed"]: r["vsm"].history for r in runs},
                  vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in runs])) for key in ("loss", "likelihood")},
                  settings=S.settings_record(n_eval=n_images))
     res = Result(run, tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="mask")], measured=measured,
-                 paper=PAPER_TABLE, claims=claims, extra=extra)
+                 paper=PAPER_TABLE, claims=claims, extra=extra, stand_ins=_stand_ins(S, seeds))
     diagnose(res, RULES)
     return res
 
