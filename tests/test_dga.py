@@ -277,7 +277,8 @@ def test_baseline_worse_than_random_makes_its_comparison_not_evaluable():
     assert v["table3/good-over-random/vgg-16/morf_prob"]["verdict"] == "holds"
     assert v["table3/dga-over-good/vgg-16/morf_prob"]["verdict"] == "holds"
     pc = next(p for p in ga.PAPER_CLAIMS if p.id == "dga/baselines")
-    assert paper_verdict(pc, [("dga_table3_baselines", c) for c in cs])["verdict"] == "not evaluable"
+    r = paper_verdict(pc, [("dga_table3_baselines", c) for c in cs])   # the failed control gates only the comparison with `bad`
+    assert r["verdict"] == "holds" and "not evaluable on 1" in r["support"], r
 
 
 def test_table3_lrp_is_the_alpha1beta0_rule():
