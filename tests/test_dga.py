@@ -278,7 +278,7 @@ def test_baseline_worse_than_random_makes_its_comparison_not_evaluable():
     assert v["table3/dga-over-good/vgg-16/morf_prob"]["verdict"] == "holds"
     pc = next(p for p in ga.PAPER_CLAIMS if p.id == "dga/baselines")
     r = paper_verdict(pc, [("dga_table3_baselines", c) for c in cs])   # the failed control gates only the comparison with `bad`
-    assert r["verdict"] == "holds" and "not evaluable on 1" in r["support"], r
+    assert r["verdict"] == "holds" and "not evaluable on" in r["support"], r
 
 
 def test_table3_lrp_is_the_alpha1beta0_rule():

@@ -16,14 +16,13 @@ from ..dga import DGA
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
 
 # %% auto #0
-__all__ = ['TABLE1', 'TABLE2_COLS', 'TABLE2', 'TABLE3_COLS', 'TABLE3', 'PAPER_IMAGES', 'FIG9_N', 'FIG9_Q', 'PAPER_CLAIMS',
-           'FLIP_STEPS', 'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'BUDGETS', 'CONTROLS', 'LRP_RULE',
-           'VARIANTS', 'SCORES', 'PROB', 'TABLE1_METHODS', 'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS',
-           'TABLE2_CLAIMS', 'TABLE3_CLAIMS', 'RULES', 'FIG1_MAPS', 'FIG1_CLAIMS', 'contradictions', 'flip_scores',
-           'weights_file', 'load_paper_model', 'paper_images', 'Setup', 'setup', 'gxi', 'control_methods', 'local_maps',
-           'compare_methods', 'protocol_note', 'flip_table', 'flip_figure', 'StepResult', 'object_shares',
-           'fig1_figures', 'path_concentration', 'fig8_figures', 'grid', 'fig9_figure', 'MoonsSetup', 'moons_setup',
-           'moons_identities', 'moons_figure']
+__all__ = ['TABLE1', 'TABLE2', 'TABLE3', 'PAPER_IMAGES', 'PAPER_CLAIMS', 'FLIP_STEPS', 'WEIGHT_FILES', 'PAPER_FILES',
+           'PAPER_SCALE_IMAGES', 'BUDGETS', 'LRP_RULE', 'VARIANTS', 'SCORES', 'PROB', 'TABLE1_METHODS',
+           'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS', 'TABLE2_CLAIMS', 'TABLE3_CLAIMS', 'RULES', 'FIG1_MAPS',
+           'contradictions', 'flip_scores', 'weights_file', 'load_paper_model', 'paper_images', 'Setup', 'setup', 'gxi',
+           'control_methods', 'local_maps', 'compare_methods', 'protocol_note', 'flip_table', 'flip_figure',
+           'StepResult', 'object_shares', 'fig1_figures', 'path_concentration', 'fig8_figures', 'grid', 'fig9_figure',
+           'MoonsSetup', 'moons_setup', 'moons_identities', 'moons_figure']
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #a8e4fc1c
 def _rows(cols: list, values: dict) -> dict:
@@ -35,15 +34,15 @@ TABLE1 = {("VGG-16", "LeRF"): {"G×I": 0.078, "DGA(G×I)": 0.420, "DGA": 0.434},
           ("ResNet-18", "MoRF"): {"G×I": 0.105, "DGA(G×I)": 0.028, "DGA": 0.019},
           ("Inception-V3", "LeRF"): {"G×I": 0.114, "DGA(G×I)": 0.670, "DGA": 0.691},
           ("Inception-V3", "MoRF"): {"G×I": 0.050, "DGA(G×I)": 0.066, "DGA": 0.041}}
-TABLE2_COLS = ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA"]     # Appendix H, Table 2
-TABLE2 = _rows(TABLE2_COLS, {("VGG-16", "LeRF"): [0.141, 0.262, 0.157, 0.325, 0.417, 0.349, 0.434],
+_TABLE2_COLS = ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA"]     # Appendix H, Table 2
+TABLE2 = _rows(_TABLE2_COLS, {("VGG-16", "LeRF"): [0.141, 0.262, 0.157, 0.325, 0.417, 0.349, 0.434],
                              ("ResNet-18", "LeRF"): [0.204, 0.339, 0.239, 0.401, 0.551, 0.479, 0.533],
                              ("Inception-V3", "LeRF"): [0.233, 0.587, 0.239, 0.610, 0.719, 0.646, 0.691],
                              ("VGG-16", "MoRF"): [0.036, 0.035, 0.030, 0.036, 0.039, 0.018, 0.023],
                              ("ResNet-18", "MoRF"): [0.041, 0.039, 0.032, 0.036, 0.034, 0.014, 0.019],
                              ("Inception-V3", "MoRF"): [0.125, 0.070, 0.120, 0.069, 0.082, 0.029, 0.041]})
-TABLE3_COLS = ["G×I", "GBP", "IG", "FullGrad", "GIG", "DeepLIFT", "LRP", "SmoothGrad", "RISE", "Grad-CAM", "DGA"]
-TABLE3 = _rows(TABLE3_COLS, {     # main Table 1 (first five baselines) and Appendix I, Table 3
+_TABLE3_COLS = ["G×I", "GBP", "IG", "FullGrad", "GIG", "DeepLIFT", "LRP", "SmoothGrad", "RISE", "Grad-CAM", "DGA"]
+TABLE3 = _rows(_TABLE3_COLS, {     # main Table 1 (first five baselines) and Appendix I, Table 3
     ("VGG-16", "LeRF"): [0.078, 0.094, 0.096, 0.415, 0.110, 0.095, 0.240, 0.360, 0.393, 0.414, 0.434],
     ("ResNet-18", "LeRF"): [0.171, 0.145, 0.243, 0.558, 0.255, 0.143, 0.348, 0.375, 0.410, 0.429, 0.533],
     ("Inception-V3", "LeRF"): [0.114, 0.124, 0.158, 0.448, 0.185, 0.159, None, 0.548, 0.500, 0.554, 0.691],
@@ -51,7 +50,7 @@ TABLE3 = _rows(TABLE3_COLS, {     # main Table 1 (first five baselines) and Appe
     ("ResNet-18", "MoRF"): [0.105, 0.162, 0.066, 0.175, 0.061, 0.041, 0.062, 0.078, 0.115, 0.115, 0.019],
     ("Inception-V3", "MoRF"): [0.050, 0.145, 0.038, 0.131, 0.029, 0.109, None, 0.114, 0.144, 0.123, 0.041]})
 PAPER_IMAGES = 50_000   # ImageNet validation images the paper evaluates
-FIG9_N, FIG9_Q = [1, 10, 20, 30, 50, 100], [0.6, 0.7, 0.8, 0.9, 1.0]   # Appendix K, Figure 9 grid (ResNet-18)
+_FIG9_N, _FIG9_Q = [1, 10, 20, 30, 50, 100], [0.6, 0.7, 0.8, 0.9, 1.0]   # Appendix K, Figure 9 grid (ResNet-18)
 
 def contradictions(table: dict, method: str = "DGA(G×I)", reference: str = "G×I") -> list[tuple]:
     "(model, order, method value, reference value) wherever the paper's own `table` does not have `method` beating `reference`."
@@ -86,7 +85,7 @@ PAPER_CLAIMS = [   # what seed 001 (the supplement of Jeon et al., NeurIPS 2022)
                _CPU + " (dga_table2_ablation)"),
     PaperClaim("dga/baselines", "001", "“DGA still shows the best performance” (against G*I, GBP, IG, FullGrad, GIG, "
                "DeepLIFT, LRP, SmoothGrad, RISE, Grad-CAM)", "main Table 1 and Appendix I, Table 3",
-               _paper_text(TABLE3, TABLE3_COLS), _FLIP,
+               _paper_text(TABLE3, _TABLE3_COLS), _FLIP,
                _CPU + " (dga_table3_baselines; G×I in dga_table1_local; LRP with the α1β0 rule: the paper does not name its rule)"),
     PaperClaim("dga/n-steps", "001", "“the multiple steps (i.e., N > 1) always increase the performance of MoRF/LeRF regardless "
                "of the EPC threshold q”", "Appendix K, Figure 9", "figure only (ResNet-18, 1k ImageNet training images, "
@@ -198,7 +197,7 @@ PAPER_FILES["dga_moons_toy"] = []   # the toy's 2-D moons are generated at every
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #1f763533
 PAPER_SCALE_IMAGES = 1000
-_GRID_N = [n for n in FIG9_N if n < 100]    # below paper scale Figure 9 stops at N = 50 (the plateau is reached at 10–30)
+_GRID_N = [n for n in _FIG9_N if n < 100]    # below paper scale Figure 9 stops at N = 50 (the plateau is reached at 10–30)
 BUDGETS = {   # per scale: seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, …
     "smoke": dict(seeds=1, n_images=32, gallery_images=32, path_images=8, grid_images=16, n_steps=30, flip_steps=20,
                   ig_steps=16, gig_steps=20, sg_samples=16, rise_masks=500, chunk=None, grid_n=_GRID_N, epochs=1000),
@@ -206,7 +205,7 @@ BUDGETS = {   # per scale: seeds, images (per notebook kind), DGA steps N, flip 
                 ig_steps=32, gig_steps=50, sg_samples=16, rise_masks=500, chunk=None, grid_n=_GRID_N, epochs=1000),
     "paper": dict(seeds=1, n_images=PAPER_SCALE_IMAGES, gallery_images=64, path_images=32, grid_images=PAPER_SCALE_IMAGES,
                   n_steps=30, flip_steps=20, ig_steps=50, gig_steps=200, sg_samples=50, rise_masks=4000, chunk=32,
-                  grid_n=FIG9_N, epochs=5000),
+                  grid_n=_FIG9_N, epochs=5000),
     "dry_run": dict(seeds=1, n_images=2, gallery_images=2, path_images=2, grid_images=2, n_steps=3, flip_steps=1, ig_steps=4,
                     gig_steps=4, sg_samples=2, rise_masks=8, chunk=32, grid_n=[1, 3], epochs=1)}
 
@@ -288,7 +287,7 @@ def control_methods() -> dict:
     return {"ReLU(G×I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G×I|": lambda m, x, t: gxi(m, x, t).abs(),
             "DGA N=1": _dga(1)}
 
-CONTROLS = ("ReLU(G×I)", "|G×I|", "DGA N=1", "random")
+_CONTROLS = ("ReLU(G×I)", "|G×I|", "DGA N=1", "random")
 LRP_RULE = "alpha1beta0"   # the paper cites Bach et al. 2015 without naming a rule; LRP-ε with a tiny ε equals G×I on ReLU
                            # nets, which the paper's LRP row is not (VGG-16 LeRF 0.240 against G×I 0.078): we use that
                            # paper's αβ rule with α = 1, β = 0 (attribkit.attr.LRP composite 'alpha1beta0')
@@ -408,7 +407,7 @@ def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list
                     if not all(ref in r and method in r for r in runs):
                         continue
                     why = ne
-                    if role == "evidence" and ref not in CONTROLS and all("random" in r for r in runs):
+                    if role == "evidence" and ref not in _CONTROLS and all("random" in r for r in runs):
                         if (ref, score) not in gates:
                             gates[ref, score] = _versus(runs, label, name, prefix, ref, "random", score, ne, pc, "control")
                             add(gates[ref, score], ref, "random", score)
@@ -422,7 +421,7 @@ def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #40c5f490
 TABLE1_METHODS = ["G×I", "DGA(G×I)", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
 TABLE2_METHODS = ["G×I", "IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
-TABLE3_METHODS = TABLE3_COLS + ["ReLU(G×I)", "|G×I|", "DGA N=1"]
+TABLE3_METHODS = _TABLE3_COLS + ["ReLU(G×I)", "|G×I|", "DGA N=1"]
 # (method, references, scores, registry claim, role); each comparison is made in one notebook only
 TABLE1_CLAIMS = [("DGA", ("G×I",), PROB, "dga/over-gxi", "evidence"),
                  ("DGA(G×I)", ("G×I",), PROB, "dga/aggregation-gxi", "evidence"),
@@ -432,7 +431,7 @@ TABLE2_CLAIMS = [("DGA_W", ("DGA_E",), ("lerf_prob",), "dga/masks-flip", "eviden
                  ("DGA_E", ("DGA_W",), ("morf_prob",), "dga/masks-flip", "evidence"),   # EPC is the better mask for MoRF
                  ("DGA", ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2"), PROB, "dga/not-relu-alone", "evidence"),
                  ("DGA", ("ReLU(G×I)",), PROB, "dga/not-relu-alone", "diagnostic")]    # the ReLU of the local map alone
-TABLE3_CLAIMS = [("DGA", tuple(c for c in TABLE3_COLS if c not in ("DGA", "G×I")), PROB, "dga/baselines", "evidence")]
+TABLE3_CLAIMS = [("DGA", tuple(c for c in _TABLE3_COLS if c not in ("DGA", "G×I")), PROB, "dga/baselines", "evidence")]
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
 def _stand_in_accuracy(s: Setup) -> dict:
@@ -533,17 +532,17 @@ def _flip_rule(res: Result, c: dict) -> str:
     label, method, ref, score = cmp["model"], cmp["method"], cmp["reference"], cmp["score"]
     order, what, sign = SCORES[score]
     base = _auc(res, label, ref, score)
-    d = {m: _auc(res, label, m, score) - base for m in (method,) + CONTROLS if m != ref and _auc(res, label, m, score) is not None}
+    d = {m: _auc(res, label, m, score) - base for m in (method,) + _CONTROLS if m != ref and _auc(res, label, m, score) is not None}
     text = (f"{order} {what} AUC minus {ref}'s (mean over {res.extra['unit']}): " + ", ".join(f"{m} {v:+.3f}" for m, v in d.items())
             + f" ({'higher' if sign > 0 else 'lower'} is better).")
     better = [m for m in d if m != method and sign * d[m] >= sign * d[method]]
     if better:
         text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
-    if ref not in CONTROLS and "ReLU(G×I)" in d and sign * d[method] < 0 and sign * d["ReLU(G×I)"] < 0:
+    if ref not in _CONTROLS and "ReLU(G×I)" in d and sign * d[method] < 0 and sign * d["ReLU(G×I)"] < 0:
         text += (f" ReLU(G×I) is also worse than {ref} here ({d['ReLU(G×I)']:+.3f}): clamping a map at zero, as DGA does "
                  "at every step, discards the negative evidence and leaves the zero pixels in random order.")
     rnd = _auc(res, label, "random", score)
-    if ref in CONTROLS:
+    if ref in _CONTROLS:
         text += f" The reference is itself a control ({ref})."
     elif rnd is not None and sign * (base - rnd) < 0:
         text += f" {ref} itself is worse than a random map on this score."
@@ -631,7 +630,7 @@ def _show_image(ax, img: Tensor):
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #596c79e9
 FIG1_MAPS = ["UFG", "WC only", "EPC only", "DGA", "ReLU(G×I)", "|G×I|", "input intensity", "random"]
-FIG1_CLAIMS = [("DGA", "UFG", "evidence"), ("WC only", "UFG", "evidence"), ("EPC only", "UFG", "evidence"),  # the masks' effect
+_FIG1_CLAIMS = [("DGA", "UFG", "evidence"), ("WC only", "UFG", "evidence"), ("EPC only", "UFG", "evidence"),  # the masks' effect
                ("UFG", "random", "control"),       # the map the masks are judged against finds the object better than chance
                ("DGA", "ReLU(G×I)", "diagnostic"), ("DGA", "|G×I|", "diagnostic")]
 # no claim against "input intensity": the object is where the input is bright (pixel > threshold), so that map finds it by
@@ -655,7 +654,7 @@ def _share(a: Tensor, obj: Tensor) -> Tensor:
     return (p * obj).sum((1, 2)) / p.sum((1, 2)).clamp_min(1e-12)
 
 def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResult:
-    "Figure 1's experiment: for each model, seed and map of `maps` the share of its positive mass on the target object (pixels of the object: `threshold`), the claims of `FIG1_CLAIMS` among the maps run; `raw`: the first seed's maps and the per-image shares."
+    "Figure 1's experiment: for each model, seed and map of `maps` the share of its positive mass on the target object (pixels of the object: `threshold`), the claims of `_FIG1_CLAIMS` among the maps run; `raw`: the first seed's maps and the per-image shares."
     from attribkit.results import paper_table
     methods, first, shares = _fig1_maps(s, maps, s.run.budget["n_steps"]), {}, {}
     for seed, per in zip(s.seeds, s.per_seed):
@@ -673,7 +672,7 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
     for label, sh in shares.items():
         for k, v in sh.items():
             measured[f"{label} | {k} | positive mass on object"] = _cell(v, native=True)
-        for k, ref, role in FIG1_CLAIMS:
+        for k, ref, role in _FIG1_CLAIMS:
             if k not in sh or ref not in sh:
                 continue
             effects, unit = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
@@ -849,7 +848,7 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #9e62cd1b
-def grid(s: Setup, ns=None, qs=FIG9_Q, fill="zero") -> StepResult:
+def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
     "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
     from attribkit.results import paper_table
     b = s.run.budget
