@@ -398,7 +398,7 @@ def test_paper_table2_pruning_roar_steps(tiny, f32):
     from attribkit.papers.distillation import rebuttal_table2, pruning, roar, pruning_figure, roar_figure
     plt = pytest.importorskip("matplotlib.pyplot")
     t2 = rebuttal_table2(tiny, ["Grad-CAM", "EBP"])
-    assert {k.split("/")[2] for k in (c["key"] for c in t2.claims)} == {"grad-cam", "ebp"} and "SSWA FullGrad AUC" not in t2.measured
+    assert {k.split("/")[2] for k in (c["key"] for c in t2.claims)} == {"ebp"} and "SSWA FullGrad AUC" not in t2.measured  # Grad-CAM: Table 1
     pr = pruning(tiny, ["w/o matching"], p=0.5, ft_epochs=1, rounds=1, round_epochs=1)
     assert pr.claims == [] and "Structured, w/o matching AUC" in pr.measured and pr.extra["recipe"]["rounds"] == 1
     plt.close(pruning_figure(pr))
@@ -416,7 +416,7 @@ def test_paper_diagnoses_read_measurements_not_text(tiny, f32):
     a = [{"AUC": 80.0 + i, "collapsed": ""} for i in range(2)]
     b = [{"AUC": 81.0 - 2 * i, "collapsed": ""} for i in range(2)]
     cmp = {}
-    c = _compare(cmp, "t1/x-over-y/point-acc", "any text at all", a, b, "AUC", "X", "Y")
+    c = _compare(cmp, "t1/x-over-y/point-acc", "any text at all", a, b, "AUC", "X", "Y", "distill/sswa-preserves-attribution")
     res = Result(tiny.run, claims=[c], extra={"compared": cmp})
     assert c["verdict"] != "holds" and diagnose(res, RULES)[c["key"]].endswith("X 80.50 vs Y 80.00")
     cmp["t1/x-over-y/point-acc"]["collapsed"]["Y"] = ["", "collapsed: F1 0.0, mAP 20.0"]

@@ -29,6 +29,7 @@ def test_paper_claims_cover_the_registry():
     rows = json.loads((CPU / "paper_claims.json").read_text(encoding="utf-8"))
     assert [r["id"] for r in rows] == [pc.id for _, pcs in registry().values() for pc in pcs]
     assert all(r["verdict"] in ("holds", "fails", "inconclusive", "not evaluable") and r["support"] for r in rows)
+    assert all(r["evidence"] for r in rows), [r["id"] for r in rows if not r["evidence"]]   # every paper claim is tested somewhere
 
 def test_summary_is_short_and_opens_with_the_papers():
     "summary.md ≤ 40 KB; its first section after the header is a paper's registry table; each paper has its page."

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn, Tensor
 from torch.utils.data import Dataset, Subset, TensorDataset
-from ..claims import claim, mean_se, not_evaluable, unit_effects
+from ..claims import PaperClaim, claim, mean_se, not_evaluable, unit_effects
 from ..data import first
 from ..distill import (distill, evaluate_compression, conv_names, conv_rates, l1_filter_prune,
                                iterative_magnitude_prune, teacher_targets, forward_with_activation, swa_map,
@@ -21,10 +21,10 @@ from ..models import cache_key, cached, load_weights, train_cached, vgg16_bn_cif
 from .experiment import Result, Run, WeightFile, diagnose
 
 # %% auto #0
-__all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'BUDGETS', 'TEACHER_FILE', 'PAPER_FILES', 'WEIGHT_FILES',
-           'RULES', 'LAMBDAS', 'TABLE2_MAPS', 'PRUNE_VARIANTS', 'ROAR_MODELS', 'intensity_map', 'Setup', 'setup',
-           'rebuttal_table1', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure', 'table2_figure',
-           'roar_figure']
+__all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'BUDGETS', 'TEACHER_FILE', 'PAPER_FILES',
+           'WEIGHT_FILES', 'RULES', 'LAMBDAS', 'TABLE2_MAPS', 'PRUNE_VARIANTS', 'ROAR_MODELS', 'intensity_map', 'Setup',
+           'setup', 'rebuttal_table1', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure',
+           'table2_figure', 'roar_figure']
 
 # %% ../../nbs/papers/01_distillation.ipynb #201ad7df
 MEASURES = ("mAP", "F1", "AUC", "Point Acc")  # rebuttal Table 1's columns
@@ -54,6 +54,38 @@ def _flat(table: dict) -> dict:
 def _slug(name: str) -> str:
     "A row or measure name as a claim-key part: 'Point Acc' → 'point-acc', 'Naive-KD' → 'naive-kd'."
     return name.lower().replace(" ", "-")
+
+
+def _t1(row: str, k: str) -> str:
+    return f"{PAPER_T1[row][k]['mean']:.2f}"
+
+
+PAPER_CLAIMS = [  # the paper's own claims (seed 000; only the rebuttal's tables were reachable: main-paper numbers are not given)
+    PaperClaim("distill/sswa-preserves-attribution", "000",
+               "SSWA students preserve the teacher's attribution maps far better than Naive-KD students",
+               "rebuttal Table 1 (vgg/4 students, 5 runs)",
+               f"Grad-CAM AUC {_t1('SSWA', 'AUC')} vs {_t1('Naive-KD', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('Naive-KD', 'Point Acc')}",
+               "Grad-CAM AUC ↑, Point Acc ↑ (segmentation masks)", "VGG-16-BN layout students (x2, x4, x8) of a teacher on Fashion-MNIST mosaics"),
+    PaperClaim("distill/swa-over-ewa", "000", "sensitivity-weighted maps (SWA) preserve attribution better than activation-based matching (EWA)",
+               "rebuttal Table 1", f"AUC {_t1('SWA', 'AUC')} vs {_t1('EWA', 'AUC')}, Point Acc {_t1('SWA', 'Point Acc')} vs {_t1('EWA', 'Point Acc')}",
+               "Grad-CAM AUC ↑, Point Acc ↑", "the main-width students"),
+    PaperClaim("distill/stochastic-matching", "000", "stochastic matching (SSWA) improves on SWA",
+               "rebuttal Table 1", f"AUC {_t1('SSWA', 'AUC')} vs {_t1('SWA', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('SWA', 'Point Acc')}",
+               "Grad-CAM AUC ↑, Point Acc ↑", "the main-width students"),
+    PaperClaim("distill/no-accuracy-cost", "000", "preserving attribution does not cost the compressed network's accuracy",
+               "rebuttal Table 1; pruning (main paper, numbers not reachable)",
+               f"mAP {_t1('SSWA', 'mAP')} vs {_t1('Naive-KD', 'mAP')}, F1 {_t1('SSWA', 'F1')} vs {_t1('Naive-KD', 'F1')}",
+               "mAP ↑, F1 ↑ (example-based)", "the main-width students; structured- and unstructured-pruned networks"),
+    PaperClaim("distill/other-maps", "000", "the preserved attribution holds for other attribution methods (EBP, LRP, a third map)",
+               "rebuttal Table 2", "SSWA vs Naive-KD AUC: EBP 82.3 vs 76.3, LRP 82.5 vs 79.6, third map 83.5 vs 80.9",
+               "AUC ↑, Point Acc ↑ per attribution method", "the main-width students (FullGrad stands in for the unreadable third map)"),
+    PaperClaim("distill/pruning", "000", "matching attribution maps while pruning preserves the attribution of the pruned network",
+               "main paper, pruning experiments (numbers not reachable)", "—", "Grad-CAM AUC ↑, Point Acc ↑",
+               "structured (filter) and unstructured (magnitude) pruning of the teacher"),
+    PaperClaim("distill/roar", "000", "the SSWA student's attributions remain as faithful as the teacher's under ROAR",
+               "rebuttal (ROAR, VGG-11 retrained, F1)", "—", "retrained mAP after removing the top-ranked pixels ↓ (closer to the teacher's curve)",
+               "Grad-CAM of the teacher, a Naive-KD and an SSWA student"),
+]
 
 # %% ../../nbs/papers/01_distillation.ipynb #65eb97f0
 _PAPER = dict(data="voc2012", n_train=None, n_test=None, size=227, in_channels=3, num_classes=20, arch="vgg16_voc", teacher_width=1,
@@ -324,13 +356,14 @@ def _tiny_setup(seeds: int = 2, n: int = 16, **knobs) -> Setup:
     return S
 
 # %% ../../nbs/papers/01_distillation.ipynb #84e2b869
-def _seed_claim(key: str, text: str, effects, detail: str) -> dict:
-    "A claim from one effect per seed (trained models compared: the unit is the seed, `claims.unit_effects`)."
+def _seed_claim(key: str, text: str, effects, detail: str, pc: str, role: str = "evidence") -> dict:
+    "A claim from one effect per seed (trained models compared: the unit is the seed, `claims.unit_effects`), serving registry claim `pc` in `role`."
     e, units = unit_effects([[float(x)] for x in np.asarray(effects, dtype=np.float64).ravel()], compare="models")
-    return claim(key, text, e, units=units, detail=detail)
+    return claim(key, text, e, units=units, detail=detail, paper_claim=pc, role=role)
 
 
-def _compare(compared: dict, key: str, text: str, runs_a: list[dict], runs_b: list[dict], k: str, a: str = "a", b: str = "b") -> dict:
+def _compare(compared: dict, key: str, text: str, runs_a: list[dict], runs_b: list[dict], k: str, a: str, b: str, pc: str,
+             role: str = "evidence") -> dict:
     "Claim `a ≥ b` on measure `k`, one effect per seed; seeds where either model collapsed drop out; what was compared goes to `compared[key]`."
     compared[key] = {"measure": k, "values": {a: [float(r[k]) for r in runs_a], b: [float(r[k]) for r in runs_b]},
                      "collapsed": {a: [r["collapsed"] for r in runs_a], b: [r["collapsed"] for r in runs_b]}}
@@ -338,10 +371,11 @@ def _compare(compared: dict, key: str, text: str, runs_a: list[dict], runs_b: li
     dropped = len(runs_a) - len(ok)
     if len(ok) < 2:
         why = "; ".join(f"{n}: {r['collapsed']}" for n, rs in ((a, runs_a), (b, runs_b)) for r in rs if r["collapsed"])
-        return not_evaluable(key, text, "fewer than 2 seeds with both models predicting" + (f" ({why})" if why else ""), n=len(ok))
+        return not_evaluable(key, text, "fewer than 2 seeds with both models predicting" + (f" ({why})" if why else ""), n=len(ok),
+                             paper_claim=pc, role=role)
     ea, eb = [runs_a[i][k] for i in ok], [runs_b[i][k] for i in ok]
     detail = f"{a} {np.nanmean(ea):.2f} vs {b} {np.nanmean(eb):.2f}, paired by seed"
-    return _seed_claim(key, text, np.subtract(ea, eb), detail + (f"; {dropped} collapsed seed(s) dropped" if dropped else ""))
+    return _seed_claim(key, text, np.subtract(ea, eb), detail + (f"; {dropped} collapsed seed(s) dropped" if dropped else ""), pc, role)
 
 
 def _means(cmp: dict) -> str:
@@ -405,7 +439,7 @@ def _result(S: Setup, table: dict, cols: list, title: str, decimals: int, measur
     md = paper_table(table, paper or {}, cols=cols, title=title, decimals=decimals)
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds) | extra | dict(table=table, title=title, compared=compared)
     res = Result(S.run, tables=[md, *notes], measured={k: _storable(v) for k, v in measured.items()}, paper=_flat(paper or {}),
-                 claims=claims, extra=extra)
+                 claims=claims, extra=extra, stand_ins={f"teacher ({S.model_name}), test mAP": S.teacher_scores["mAP"] / 100})
     diagnose(res, RULES)
     return res
 
@@ -497,27 +531,30 @@ def _table1_claims(S: Setup, V: list, teacher: dict, runs: dict, rand: dict, con
         best = [max(runs[MAIN, l][i][k] for l in V) for i in ok]
         compared[key] = {"measure": k, "values": {"teacher": [float(teacher[k])], "best student": [float(b) for b in best]},
                          "collapsed": {l: [r["collapsed"] for r in runs[MAIN, l]] for l in V}}
+        pc = "distill/no-accuracy-cost" if k in ("mAP", "F1") else "distill/sswa-preserves-attribution"
         if len(ok) < 2:
-            claims.append(not_evaluable(key, text, "fewer than 2 seeds with all students predicting", n=len(ok)))
+            claims.append(not_evaluable(key, text, "fewer than 2 seeds with all students predicting", n=len(ok), paper_claim=pc, role="diagnostic"))
             continue
         claims.append(_seed_claim(key, text, teacher[k] - np.array(best),
-                                  f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)"))
+                                  f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)", pc, "diagnostic"))
 
-    def cmp(key, text, a, b, k, w=MAIN):
-        return _compare(compared, key, text, runs[w, a], runs[w, b], k, a, b)
+    def cmp(key, text, a, b, k, pc, role="evidence", w=MAIN):
+        return _compare(compared, key, text, runs[w, a], runs[w, b], k, a, b, pc, role)
 
+    pairs = {("SSWA", "SWA"): ("distill/stochastic-matching", "evidence"), ("SWA", "EWA"): ("distill/swa-over-ewa", "evidence"),
+             ("EWA", "Naive-KD"): ("distill/swa-over-ewa", "diagnostic"), ("SSWA", "Naive-KD"): ("distill/sswa-preserves-attribution", "evidence")}
     for k in ("AUC", "Point Acc"):
-        for a, b in (("SSWA", "SWA"), ("SWA", "EWA"), ("EWA", "Naive-KD"), ("SSWA", "Naive-KD")):
+        for (a, b), (pc, role) in pairs.items():
             if a in V and b in V:
-                claims.append(cmp(f"t1/{_slug(a)}-over-{_slug(b)}/{_slug(k)}", f"{MAIN} students: {a}'s Grad-CAM {k} >= {b}'s", a, b, k))
+                claims.append(cmp(f"t1/{_slug(a)}-over-{_slug(b)}/{_slug(k)}", f"{MAIN} students: {a}'s Grad-CAM {k} >= {b}'s", a, b, k, pc, role))
     if "SSWA" in V and "Naive-KD" in V:
         for k in ("mAP", "F1"):
             claims.append(cmp(f"t1/sswa-no-cost/{_slug(k)}", f"{MAIN} students: SSWA costs no {k} (SSWA's {k} >= Naive-KD's)",
-                              "SSWA", "Naive-KD", k))
+                              "SSWA", "Naive-KD", k, "distill/no-accuracy-cost"))
         for w in S.cfg["widths"]:
             if w != MAIN and (w, "SSWA") in runs:
                 claims.append(cmp(f"t1/sswa-over-naive-kd/auc/{w}", f"{w} students: SSWA's Grad-CAM AUC >= Naive-KD's",
-                                  "SSWA", "Naive-KD", "AUC", w))
+                                  "SSWA", "Naive-KD", "AUC", "distill/sswa-preserves-attribution", w=w))
     for label in [l for l in ("SSWA", "Naive-KD") if l in V]:  # controls: the maps must beat a random map and the input intensity
         alive = [dict(r, collapsed="") for r in runs[MAIN, label] if not r["collapsed"]]
         rnd = [dict(rand[label][i], collapsed="") for i, r in enumerate(runs[MAIN, label]) if not r["collapsed"]]
@@ -526,13 +563,23 @@ def _table1_claims(S: Setup, V: list, teacher: dict, runs: dict, rand: dict, con
                          "collapsed": {label: [r["collapsed"] for r in runs[MAIN, label]]}}
         claims.append(_seed_claim(key, f"Control: the {MAIN} {label} students' Grad-CAM AUC is above a random map's",
                                   np.array([r["AUC"] for r in alive]) - [r["AUC"] for r in rnd],
-                                  f"random map AUC {np.mean([r['AUC'] for r in rnd]) if rnd else nan:.2f} (a fresh draw per call)"))
+                                  f"random map AUC {np.mean([r['AUC'] for r in rnd]) if rnd else nan:.2f} (a fresh draw per call)",
+                                  "distill/sswa-preserves-attribution", "control"))
+        iw = controls["input intensity"]["AUC"]
+        key = f"t1/control/intensity-image/{_slug(label)}"
+        compared[key] = {"measure": "AUC", "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "input intensity": [iw]}, "collapsed": {}}
+        claims.append(_seed_claim(key, f"Control: the {MAIN} {label} students' Grad-CAM AUC (whole image, the paper's metric) is above the input intensity's",
+                                  np.array([r["AUC"] for r in alive]) - iw,
+                                  f"intensity map AUC {iw:.2f}: a failure means the metric prefers a map that ignores the model",
+                                  "distill/sswa-preserves-attribution", "control"))
         ii = controls["input intensity"]["AUC among objects"]
         key = f"t1/control/intensity/{_slug(label)}"
         compared[key] = {"measure": "AUC among objects", "values": {f"{label} Grad-CAM": [r["AUC among objects"] for r in alive],
                                                                     "input intensity": [ii]}, "collapsed": {}}
-        claims.append(_seed_claim(key, f"Control: the {MAIN} {label} students' Grad-CAM AUC among objects is above the input intensity's",
-                                  np.array([r["AUC among objects"] for r in alive]) - ii, f"intensity map AUC among objects {ii:.2f}"))
+        claims.append(_seed_claim(key, f"The {MAIN} {label} students' Grad-CAM AUC among objects is above the input intensity's",
+                                  np.array([r["AUC among objects"] for r in alive]) - ii,
+                                  f"intensity map AUC among objects {ii:.2f} (pixels of the image's objects only: separates objects, not object from background)",
+                                  "distill/sswa-preserves-attribution", "diagnostic"))
     return claims
 
 
@@ -628,20 +675,24 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
     def by_map(label, k):
         return [r[k] | {"collapsed": r[any_map]["collapsed"]} for r in runs[label]]
 
-    for k in MAPS:
+    other = [k for k in MAPS if k != "Grad-CAM"]  # Grad-CAM's comparison and controls are Table 1's (each number in one notebook)
+    for k in other:
         for m in ("AUC", "Point Acc"):
             claims.append(_compare(compared, f"t2/sswa-over-naive-kd/{_slug(k)}/{_slug(m)}", f"SSWA's {k} {m} >= Naive-KD's",
-                                   by_map("SSWA", k), by_map("Naive-KD", k), m, "SSWA", "Naive-KD"))
+                                   by_map("SSWA", k), by_map("Naive-KD", k), m, "SSWA", "Naive-KD", "distill/other-maps"))
     alive = [i for i, r in enumerate(runs["SSWA"]) if not r[any_map]["collapsed"]]
-    for k in MAPS:  # controls, on the SSWA students
-        for c, m, ctl in (("random", "AUC", "random map"), ("intensity", "AUC among objects", "input intensity")):
+    for k in other:  # controls, on the SSWA students
+        for c, m, ctl in (("random", "AUC", "random map"), ("intensity-image", "AUC", "input intensity"),
+                          ("intensity", "AUC among objects", "input intensity")):
             key = f"t2/control/{_slug(k)}/{c}"
             a, b = [runs["SSWA"][i][k][m] for i in alive], [runs["SSWA"][i][ctl][m] for i in alive]
             compared[key] = {"measure": m, "values": {f"SSWA {k}": a, ctl: b}, "collapsed": {"SSWA": [r[any_map]["collapsed"] for r in runs["SSWA"]]}}
-            text = (f"Control: SSWA's {k} AUC is above a random map's" if c == "random"
-                    else f"Control: SSWA's {k} AUC among objects is above the input intensity's")
-            detail = "random map: a fresh draw per call" if c == "random" else "intensity: the trivial baseline, chance among objects"
-            claims.append(_seed_claim(key, text, np.subtract(a, b), detail))
+            text = {"random": f"Control: SSWA's {k} AUC is above a random map's",
+                    "intensity-image": f"Control: SSWA's {k} AUC (whole image, the paper's metric) is above the input intensity's",
+                    "intensity": f"SSWA's {k} AUC among objects is above the input intensity's"}[c]
+            detail = {"random": "random map: a fresh draw per call", "intensity-image": "intensity: a map that ignores the model",
+                      "intensity": "intensity among object pixels only"}[c]
+            claims.append(_seed_claim(key, text, np.subtract(a, b), detail, "distill/other-maps", "diagnostic" if c == "intensity" else "control"))
     shown = [k for k in ("EBP", "LRP a1b0", "FullGrad", THIRD_MAP, "Grad-CAM") if k in MAPS or k == THIRD_MAP]
     cols = [f"{k} {m}" for k in shown for m in ("AUC", "Point Acc")] + ["random map AUC", "input intensity AUC among objects"]
     extra = dict(final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")}, maps={k: v[0] for k, v in MAPS.items()},
@@ -694,17 +745,21 @@ def pruning(S: Setup, variants=tuple(PRUNE_VARIANTS), p: float | None = None, ft
             for m in ("AUC", "Point Acc", "mAP"):
                 text = (f"{kind} pruning: {m} with SSWA matching >= without" if m != "mAP"
                         else f"{kind} pruning: SSWA matching costs no mAP (mAP with >= without)")
-                claims.append(_compare(compared, f"prune/{kind.lower()}/with-over-without/{_slug(m)}", text, w, wo, m, "with", "without"))
+                pc = "distill/no-accuracy-cost" if m == "mAP" else "distill/pruning"
+                claims.append(_compare(compared, f"prune/{kind.lower()}/with-over-without/{_slug(m)}", text, w, wo, m, "with", "without", pc))
         if "SSWA matching" in V:
             rs = rand[f"{kind}, SSWA matching"]
-            for c, m, ctl, what in (("random", "AUC", "random", "a random map's"), ("intensity", "AUC_obj", "intensity", "the input intensity's")):
+            for c, m, ctl, what in (("random", "AUC", "random", "a random map's"), ("intensity-image", "AUC", "intensity", "the input intensity's"),
+                                    ("intensity", "AUC_obj", "intensity", "the input intensity's")):
                 key = f"prune/control/{c}/{kind.lower()}"
                 a, b = [r["gradcam"][m] for r in rs if "gradcam" in r], [r[ctl][m] for r in rs if "gradcam" in r]
                 compared[key] = {"measure": m, "values": {"Grad-CAM": a, ctl: b}, "collapsed": {}}
-                text = (f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC is above a random map's" if c == "random" else
-                        f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC among objects is above the input intensity's")
-                detail = "random map: a fresh draw per call" if c == "random" else "intensity: the trivial baseline"
-                claims.append(_seed_claim(key, text, np.subtract(a, b), detail))
+                text = {"random": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC is above a random map's",
+                        "intensity-image": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC (whole image) is above the input intensity's",
+                        "intensity": f"{kind}-pruned SSWA networks' Grad-CAM AUC among objects is above the input intensity's"}[c]
+                detail = {"random": "random map: a fresh draw per call", "intensity-image": "intensity: a map that ignores the model",
+                          "intensity": "intensity among object pixels only"}[c]
+                claims.append(_seed_claim(key, text, np.subtract(a, b), detail, "distill/pruning", "diagnostic" if c == "intensity" else "control"))
     summary = (f"Structured pruning: {info['structured params'][0]} → {info['structured params'][1]} parameters; unstructured "
                f"sparsity {info.get('unstructured sparsity', nan):.1%} after {P['rounds']} round(s).")
     extra = dict(recipe=P, pattern=list(pattern), params_before_after=list(info["structured params"]),
@@ -791,11 +846,11 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
         per_seed = (A[b] - A[a]).mean(1)
         compared[key] = {"measure": "mAP", "values": {a: A[a].mean(1).tolist(), b: A[b].mean(1).tolist()}, "collapsed": {}}
         if near_prior:
-            return not_evaluable(key, text, why, n=len(per_seed))
-        return _seed_claim(key, text, per_seed, detail)
+            return not_evaluable(key, text, why, n=len(per_seed), paper_claim="distill/roar", role="control")
+        return _seed_claim(key, text, per_seed, detail, "distill/roar", "control")
 
     for n in M:
-        claims.append(rc(f"roar/{_slug(n)}-below-random", f"{n} Grad-CAM removal lowers the retrained mAP more than random removal",
+        claims.append(rc(f"roar/{_slug(n)}-below-random", f"Control: {n} Grad-CAM removal lowers the retrained mAP more than random removal",
                          n, "Random", f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs random {A['Random'].mean():.1f}"))
         claims.append(rc(f"roar/control/{_slug(n)}-below-intensity",
                          f"Control: {n} Grad-CAM removal lowers the retrained mAP more than removing the brightest pixels", n,
@@ -808,7 +863,8 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
                          "collapsed": {}}
         text = "SSWA's ROAR curve is closer to the teacher's than Naive-KD's"
         detail = f"mean |Δ mAP| to the teacher: SSWA {gap('SSWA').mean():.2f}, Naive-KD {gap('Naive-KD').mean():.2f}, paired by seed"
-        claims.append(not_evaluable(key, text, why, n=len(S.seeds)) if near_prior else _seed_claim(key, text, gap("Naive-KD") - gap("SSWA"), detail))
+        claims.append(not_evaluable(key, text, why, n=len(S.seeds), paper_claim="distill/roar") if near_prior
+                      else _seed_claim(key, text, gap("Naive-KD") - gap("SSWA"), detail, "distill/roar"))
     losses = {m: S.loss_terms(VARIANTS[m]) for m in ("Naive-KD", "SSWA") if m in M}
     extra = dict(fractions=list(F), retrain=R, final_epoch_losses={VARIANTS[m]: v for m, v in losses.items()},
                  curves={n: a.tolist() for n, a in A.items()}, chance_map=chance, no_removal_map=base,
