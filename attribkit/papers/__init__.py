@@ -32,7 +32,10 @@ TITLES = {
 
 def registry() -> dict:
     "Each paper's title and its registry of claims (`PAPER_CLAIMS`, `attribkit.claims.PaperClaim`), by notebook prefix."
-    return {p: (TITLES[p], list(getattr(importlib.import_module(f"attribkit.papers.{m}"), "PAPER_CLAIMS", []))) for p, m in PAPERS.items()}
+    return {
+        p: (TITLES[p], list(getattr(importlib.import_module(f"attribkit.papers.{m}"), "PAPER_CLAIMS", [])))
+        for p, m in PAPERS.items()
+    }
 
 
 def paper_module(notebook: str) -> ModuleType:

@@ -18,8 +18,8 @@ from ..core import as_local, seed_everything
 from ..mask import attribution_mask, implicit_bias, mask_dataset, masked_input_accuracy
 from ..results import paper_table
 from .experiment import Result, Run, WeightFile, diagnose, start
-_all_ = ["start"]   # re-exported: a notebook calls P.start(name, P.BUDGETS, …)
 
+_all_ = ["start"]  # re-exported: a notebook calls P.start(name, P.BUDGETS, …)
 
 # %% auto #0
 __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', 'TABLE5', 'TABLE4', 'PAPER_CLAIMS',
@@ -32,40 +32,51 @@ __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', '
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #a96fe840
 DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
-PGXI = "PG×I (|∇|⊙z, code)"   # the PG×I variant behind the paper's numbers
+PGXI = "PG×I (|∇|⊙z, code)"  # the PG×I variant behind the paper's numbers
 
-TABLE6 = {PGXI: [80.6, 64.5, 49.5, 36.7, 28.7, 24.3, 21.7, 20.3, 19.4, 19.0, 18.8, 18.7, 18.5, 18.5, 18.5, 18.5, 18.6, 18.5, 18.3],
-          "GBP": [85.8, 69.8, 39.1, 19.5, 13.7, 12.1, 11.7, 11.2, 11.0, 10.9, 10.9, 10.9, 11.0, 10.9, 10.9, 10.9, 10.9, 10.9, 10.9],
-          "G×I": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5, 63.6, 60.6, 59.0, 57.4, 56.2, 54.8, 53.8, 53.0, 52.5, 51.9],
-          "DL": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.4, 63.7, 60.6, 59.2, 57.3, 55.9, 54.6, 53.9, 53.0, 52.4, 52.0],
-          "IG": [90.2, 96.3, 93.9, 91.7, 87.1, 82.7, 76.9, 72.2, 67.6, 63.6, 60.4, 58.8, 57.6, 55.9, 54.7, 53.7, 53.2, 52.6, 51.9],
-          "G×SI": [94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8, 99.8, 99.9, 99.9, 99.8, 99.9, 99.9, 99.8, 99.8, 99.9, 99.8]}
-TABLE7 = {PGXI: [50.5, 30.1, 18.2, 11.6, 0.08, 0.06, 0.05, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.03, 0.04, 0.04, 0.04],
-          "GBP": [61.4, 38.2, 13.5, 0.04, 0.02, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01],
-          "G×I": [57.5, 64.1, 55.6, 47.3, 39.9, 33.8, 29.0, 24.9, 21.3, 18.9, 16.8, 14.6, 13.5, 12.5, 11.5, 10.9, 10.1, 0.1, 0.1],
-          "DL": [57.5, 64.1, 55.6, 47.3, 39.9, 33.9, 29.0, 25.0, 21.3, 18.9, 16.7, 14.5, 13.3, 12.3, 11.4, 11.0, 10.2, 0.1, 0.1],
-          "IG": [57.5, 64.1, 55.8, 47.4, 40.0, 34.0, 29.0, 25.1, 21.0, 18.5, 16.6, 14.7, 13.2, 12.0, 11.4, 10.5, 10.4, 0.1, 0.1],
-          "G×SI": [66.2, 75.9, 81.3, 83.1, 83.8, 85.2, 86.6, 87.6, 88.1, 89.0, 90.0, 90.2, 89.8, 89.8, 90.0, 89.7, 89.7, 89.6, 89.7]}
-PAPER_MIA = {"cifar10": (91.5, TABLE6, "Appendix Table 6"), "cifar100": (69.8, TABLE7, "Appendix Table 7")}   # Q_0, Q_1..Q_19
+TABLE6 = {
+    PGXI: [80.6, 64.5, 49.5, 36.7, 28.7, 24.3, 21.7, 20.3, 19.4, 19.0, 18.8, 18.7, 18.5, 18.5, 18.5, 18.5, 18.6, 18.5, 18.3],
+    "GBP": [85.8, 69.8, 39.1, 19.5, 13.7, 12.1, 11.7, 11.2, 11.0, 10.9, 10.9, 10.9, 11.0, 10.9, 10.9, 10.9, 10.9, 10.9, 10.9],
+    "G×I": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5, 63.6, 60.6, 59.0, 57.4, 56.2, 54.8, 53.8, 53.0, 52.5, 51.9],
+    "DL": [90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.4, 63.7, 60.6, 59.2, 57.3, 55.9, 54.6, 53.9, 53.0, 52.4, 52.0],
+    "IG": [90.2, 96.3, 93.9, 91.7, 87.1, 82.7, 76.9, 72.2, 67.6, 63.6, 60.4, 58.8, 57.6, 55.9, 54.7, 53.7, 53.2, 52.6, 51.9],
+    "G×SI": [94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8, 99.8, 99.9, 99.9, 99.8, 99.9, 99.9, 99.8, 99.8, 99.9, 99.8],
+}
+TABLE7 = {
+    PGXI: [50.5, 30.1, 18.2, 11.6, 0.08, 0.06, 0.05, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.03, 0.04, 0.04, 0.04],
+    "GBP": [61.4, 38.2, 13.5, 0.04, 0.02, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01],
+    "G×I": [57.5, 64.1, 55.6, 47.3, 39.9, 33.8, 29.0, 24.9, 21.3, 18.9, 16.8, 14.6, 13.5, 12.5, 11.5, 10.9, 10.1, 0.1, 0.1],
+    "DL": [57.5, 64.1, 55.6, 47.3, 39.9, 33.9, 29.0, 25.0, 21.3, 18.9, 16.7, 14.5, 13.3, 12.3, 11.4, 11.0, 10.2, 0.1, 0.1],
+    "IG": [57.5, 64.1, 55.8, 47.4, 40.0, 34.0, 29.0, 25.1, 21.0, 18.5, 16.6, 14.7, 13.2, 12.0, 11.4, 10.5, 10.4, 0.1, 0.1],
+    "G×SI": [66.2, 75.9, 81.3, 83.1, 83.8, 85.2, 86.6, 87.6, 88.1, 89.0, 90.0, 90.2, 89.8, 89.8, 90.0, 89.7, 89.7, 89.6, 89.7],
+}
+PAPER_MIA = {"cifar10": (91.5, TABLE6, "Appendix Table 6"), "cifar100": (69.8, TABLE7, "Appendix Table 7")}  # Q_0, Q_1..Q_19
 
-TABLE8 = {"NIB VGG13-6": [83.3, 98.4, 99.9, 100.0, 100.0, 99.9, 99.7, 99.4, 98.9, 98.3],   # Q_0..Q_9, CIFAR-10
-          "NIB VGG13-4": [89.0, 97.5, 99.7, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
-          "NIB VGG13-2": [90.9, 97.2, 99.6, 99.9, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
-          "NIB VGG13": [91.4, 96.5, 99.1, 99.8, 99.9, 99.9, 100.0, 99.9, 99.9, 99.9],
-          "NIB VGG16": [91.5, 94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8]}
+TABLE8 = {
+    "NIB VGG13-6": [83.3, 98.4, 99.9, 100.0, 100.0, 99.9, 99.7, 99.4, 98.9, 98.3],  # Q_0..Q_9, CIFAR-10
+    "NIB VGG13-4": [89.0, 97.5, 99.7, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
+    "NIB VGG13-2": [90.9, 97.2, 99.6, 99.9, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
+    "NIB VGG13": [91.4, 96.5, 99.1, 99.8, 99.9, 99.9, 100.0, 99.9, 99.9, 99.9],
+    "NIB VGG16": [91.5, 94.1, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8],
+}
 
-TABLE5 = {"NIB VGG16 + BNB + LB G×I": [92.6, 77.2, 83.1, 67.3, 37.6, 20.7, 16.0, 15.0, 14.8, 14.7],   # Q_0..Q_9, CIFAR-10
-          "NIB VGG16 + BNB + LB G×SI": [92.6, 78.1, 80.0, 66.5, 40.0, 22.0, 13.5, 11.2, 10.6, 10.5],
-          "NIB VGG16 + BNB G×I": [92.9, 75.4, 83.0, 73.6, 45.9, 24.3, 18.3, 17.0, 16.7, 16.6],
-          "NIB VGG16 + BNB G×SI": [92.9, 76.0, 80.2, 71.4, 47.1, 25.5, 15.6, 12.7, 11.8, 11.5],
-          "NIB VGG16 + LB G×I": [92.0, 89.4, 91.1, 72.2, 26.9, 11.7, 10.6, 10.5, 10.5, 10.4],
-          "NIB VGG16 + LB G×SI": [92.0, 92.2, 91.4, 75.8, 36.8, 14.4, 10.3, 10.1, 10.0, 10.0],
-          "NIB VGG16 G×I": [91.5, 90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5],
-          "NIB VGG16 G×SI": [91.5, 94.0, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8]}
+TABLE5 = {
+    "NIB VGG16 + BNB + LB G×I": [92.6, 77.2, 83.1, 67.3, 37.6, 20.7, 16.0, 15.0, 14.8, 14.7],  # Q_0..Q_9, CIFAR-10
+    "NIB VGG16 + BNB + LB G×SI": [92.6, 78.1, 80.0, 66.5, 40.0, 22.0, 13.5, 11.2, 10.6, 10.5],
+    "NIB VGG16 + BNB G×I": [92.9, 75.4, 83.0, 73.6, 45.9, 24.3, 18.3, 17.0, 16.7, 16.6],
+    "NIB VGG16 + BNB G×SI": [92.9, 76.0, 80.2, 71.4, 47.1, 25.5, 15.6, 12.7, 11.8, 11.5],
+    "NIB VGG16 + LB G×I": [92.0, 89.4, 91.1, 72.2, 26.9, 11.7, 10.6, 10.5, 10.5, 10.4],
+    "NIB VGG16 + LB G×SI": [92.0, 92.2, 91.4, 75.8, 36.8, 14.4, 10.3, 10.1, 10.0, 10.0],
+    "NIB VGG16 G×I": [91.5, 90.2, 96.3, 93.9, 91.7, 87.0, 82.8, 76.8, 72.0, 67.5],
+    "NIB VGG16 G×SI": [91.5, 94.0, 98.2, 99.3, 99.6, 99.7, 99.7, 99.8, 99.8, 99.8],
+}
 
-TABLE4 = {"NIB VGG13-6": {"w/o": 83.3, "w/ i=3": 99.1, "w/ i=10": 99.5},   # student accuracy (%), teacher NIB VGG16, CIFAR-10
-          "NIB VGG16": {"w/o": 91.5, "w/ i=3": 99.6, "w/ i=10": 99.9},
-          "WRN-40-4": {"w/o": 94.3, "w/ i=3": 99.8, "w/ i=10": 100.0}}
+TABLE4 = {
+    "NIB VGG13-6": {"w/o": 83.3, "w/ i=3": 99.1, "w/ i=10": 99.5},  # student accuracy (%), teacher NIB VGG16, CIFAR-10
+    "NIB VGG16": {"w/o": 91.5, "w/ i=3": 99.6, "w/ i=10": 99.9},
+    "WRN-40-4": {"w/o": 94.3, "w/ i=3": 99.8, "w/ i=10": 100.0},
+}
+
 
 def paper_mia(dataset: str = "cifar10") -> dict:
     "The paper's MIA table for `dataset` as {method row: {i: Q_i (%)}}, i = 0..19 (Q_0 is the shared unmasked accuracy)."
@@ -75,94 +86,181 @@ def paper_mia(dataset: str = "cifar10") -> dict:
 # %% ../../nbs/papers/03_attribution_masks.ipynb #c7d2e8b4
 _CPU = "at cpu: NIB VGGs at widths ÷16 on Fashion-MNIST 32×32, three seeds; at paper scale: "
 PAPER_CLAIMS = [
-    C.PaperClaim("mask/pgxi-gbp-reduce-mia", "003",
-                 "“PGxI and GBP methods reduce the performance despite the attribution mask looking more similar to the "
-                 "input image … because the object in this image disappears as the mask recursively modifies the input image”",
-                 "§5.1, Table 2 (Appendix Tables 6–7), Figure 3",
-                 "NIB VGG16, Q_0 → Q_1, Q_2, Q_3 (%): CIFAR-10 91.5 → PG×I 80.6, 64.5, 49.5; GBP 85.8, 69.8, 39.1. "
-                 "CIFAR-100 69.8 → PG×I 50.5, 30.1, 18.2; GBP 61.4, 38.2, 13.5. PG×I is |∇|⊙z, the variant of the paper's "
-                 "code behind these numbers (the text says [∇]⁺⊙z). Figure 3: by eye, no numbers",
-                 "Q_0 − Q_3 of PG×I (|∇|⊙z) and GBP (pt) ↑; Figure 3: object coverage of m*_10, G×SI minus PG×I / GBP (pt) ↑",
-                 _CPU + "NIB VGG16 on CIFAR-10 (and CIFAR-100 for Table 2)"),
-    C.PaperClaim("mask/gxsi-gain-at-i1", "003",
-                 "“The accuracy is enhanced” (abstract): G×SI's masked-input accuracy is above the unmasked accuracy from the "
-                 "first iteration (Table 3, “Q↑” at i = 1)",
-                 "Table 3 and Table 2 (CIFAR-10 rows), §5.3",
-                 "CIFAR-10, Q_1 − Q_0 (pt): NIB VGG13-6 +15.1, VGG13-4 +8.5, VGG13-2 +6.3, VGG13 +5.1, VGG16 +2.6 "
-                 "(CIFAR-100, Table 2: VGG16 −3.6, so the claim is the CIFAR-10 one)",
-                 "Q_1 − Q_0 of label-targeted G×SI (pt) ↑",
-                 _CPU + "the five NIB VGGs on CIFAR-10"),
-    C.PaperClaim("mask/gxsi-raises-mia", "003",
-                 "“the proposed method, unlike the other approaches, continuously increased its MIA and reached a "
-                 "performance close to the ideal value of 100%”",
-                 "§5.2–5.3, Figure 4 (Appendix Tables 6–7), Table 3 (Appendix Table 8)",
-                 "NIB VGG16: CIFAR-10 Q_0 91.5 → 98.2 (i = 2), 99.8 (i = 7), 99.8–99.9 up to i = 19; CIFAR-100 69.8 → 75.9 (i = 2), "
-                 "90.2 (i = 12). Appendix Table 8, CIFAR-10: Q_9 98.3–100.0 on every depth from Q_0 83.3–91.5",
-                 "Q_I − Q_0 of label-targeted G×SI (pt) ↑ (I = 10 in mask_table2_mia, 9 in mask_table3_depth)",
-                 _CPU + "NIB VGG16 on CIFAR-10 and CIFAR-100, the five NIB VGGs on CIFAR-10"),
-    C.PaperClaim("mask/gxsi-over-gxi", "003",
-                 "“the proposed method achieves superior performance compared to the other attribution methods … This "
-                 "superiority becomes more pronounced when the number of iterations increase to 3 or more”",
-                 "§5.2, Table 2 (Appendix Tables 6–7), Figure 4",
-                 "NIB VGG16, G×SI vs G×I (= DL = IG, the best other method): CIFAR-10 98.2 vs 96.3 at i = 2, 99.8 vs 63.6 at "
-                 "i = 10; CIFAR-100 75.9 vs 64.1 at i = 2, 89.0 vs 18.9 at i = 10",
-                 "Q_10(G×SI) − Q_10(G×I) (pt) ↑",
-                 _CPU + "NIB VGG16 on CIFAR-10 and CIFAR-100"),
-    C.PaperClaim("mask/deeper-slower", "003",
-                 "“the convergence speed of performance decreases according to the model depth”",
-                 "§5.3, Table 3",
-                 "CIFAR-10, Q_1 − Q_0 (pt): NIB VGG13-6 +15.1 … NIB VGG16 +2.6; at i = 2 VGG13-6 is 1.7 pt above VGG16 "
-                 "(99.9 vs 98.2)",
-                 "(Q_1 − Q_0) of G×SI on NIB VGG13-6 minus on NIB VGG16 (pt) ↑",
-                 _CPU + "NIB VGG13-6 and NIB VGG16 on CIFAR-10"),
-    C.PaperClaim("mask/students", "003",
-                 "“the accuracy of all student models was increased compared to the original accuracy”",
-                 "§5.4, Table 4",
-                 "CIFAR-10, teacher NIB VGG16 at i = 3 / i = 10: student NIB VGG13-6 83.3 → 99.1 / 99.5, WRN-40-4 "
-                 "94.3 → 99.8 / 100.0 (every student 99.1–100.0)",
-                 "student test accuracy on teacher-masked data minus on plain data (pt) ↑",
-                 "at cpu: teacher NIB VGG16 (widths ÷16), students NIB VGG13-6 (widths ÷16) and WRN-10-2 (widths ÷4, for "
-                 "WRN-40-4) on Fashion-MNIST 32×32, three seeds; at paper scale: the paper's models on CIFAR-10"),
-    C.PaperClaim("mask/bias-breaks-mia", "003",
-                 "“when the gradient calculated by the GBA methods does not satisfy the NIB condition, the performance is "
-                 "reduced by additive noise”",
-                 "§5.5, Table 5",
-                 "CIFAR-10, G×SI Q_5 (%): NIB VGG16 99.7; + LB 14.4, + BNB 25.5, + BNB + LB 22.0 (Q_9 99.8 vs 10.0–11.5)",
-                 "G×SI's Q_5 on NIB VGG16 minus on the biased variant (pt) ↑",
-                 _CPU + "NIB VGG16 and its + LB, + BNB, + BNB + LB variants on CIFAR-10"),
+    C.PaperClaim(
+        "mask/pgxi-gbp-reduce-mia",
+        "003",
+        "“PGxI and GBP methods reduce the performance despite the attribution mask looking more similar to the "
+        "input image … because the object in this image disappears as the mask recursively modifies the input image”",
+        "§5.1, Table 2 (Appendix Tables 6–7), Figure 3",
+        "NIB VGG16, Q_0 → Q_1, Q_2, Q_3 (%): CIFAR-10 91.5 → PG×I 80.6, 64.5, 49.5; GBP 85.8, 69.8, 39.1. "
+        "CIFAR-100 69.8 → PG×I 50.5, 30.1, 18.2; GBP 61.4, 38.2, 13.5. PG×I is |∇|⊙z, the variant of the paper's "
+        "code behind these numbers (the text says [∇]⁺⊙z). Figure 3: by eye, no numbers",
+        "Q_0 − Q_3 of PG×I (|∇|⊙z) and GBP (pt) ↑; Figure 3: object coverage of m*_10, G×SI minus PG×I / GBP (pt) ↑",
+        _CPU + "NIB VGG16 on CIFAR-10 (and CIFAR-100 for Table 2)",
+    ),
+    C.PaperClaim(
+        "mask/gxsi-gain-at-i1",
+        "003",
+        "“The accuracy is enhanced” (abstract): G×SI's masked-input accuracy is above the unmasked accuracy from the "
+        "first iteration (Table 3, “Q↑” at i = 1)",
+        "Table 3 and Table 2 (CIFAR-10 rows), §5.3",
+        "CIFAR-10, Q_1 − Q_0 (pt): NIB VGG13-6 +15.1, VGG13-4 +8.5, VGG13-2 +6.3, VGG13 +5.1, VGG16 +2.6 "
+        "(CIFAR-100, Table 2: VGG16 −3.6, so the claim is the CIFAR-10 one)",
+        "Q_1 − Q_0 of label-targeted G×SI (pt) ↑",
+        _CPU + "the five NIB VGGs on CIFAR-10",
+    ),
+    C.PaperClaim(
+        "mask/gxsi-raises-mia",
+        "003",
+        "“the proposed method, unlike the other approaches, continuously increased its MIA and reached a "
+        "performance close to the ideal value of 100%”",
+        "§5.2–5.3, Figure 4 (Appendix Tables 6–7), Table 3 (Appendix Table 8)",
+        "NIB VGG16: CIFAR-10 Q_0 91.5 → 98.2 (i = 2), 99.8 (i = 7), 99.8–99.9 up to i = 19; CIFAR-100 69.8 → 75.9 (i = 2), "
+        "90.2 (i = 12). Appendix Table 8, CIFAR-10: Q_9 98.3–100.0 on every depth from Q_0 83.3–91.5",
+        "Q_I − Q_0 of label-targeted G×SI (pt) ↑ (I = 10 in mask_table2_mia, 9 in mask_table3_depth)",
+        _CPU + "NIB VGG16 on CIFAR-10 and CIFAR-100, the five NIB VGGs on CIFAR-10",
+    ),
+    C.PaperClaim(
+        "mask/gxsi-over-gxi",
+        "003",
+        "“the proposed method achieves superior performance compared to the other attribution methods … This "
+        "superiority becomes more pronounced when the number of iterations increase to 3 or more”",
+        "§5.2, Table 2 (Appendix Tables 6–7), Figure 4",
+        "NIB VGG16, G×SI vs G×I (= DL = IG, the best other method): CIFAR-10 98.2 vs 96.3 at i = 2, 99.8 vs 63.6 at "
+        "i = 10; CIFAR-100 75.9 vs 64.1 at i = 2, 89.0 vs 18.9 at i = 10",
+        "Q_10(G×SI) − Q_10(G×I) (pt) ↑",
+        _CPU + "NIB VGG16 on CIFAR-10 and CIFAR-100",
+    ),
+    C.PaperClaim(
+        "mask/deeper-slower",
+        "003",
+        "“the convergence speed of performance decreases according to the model depth”",
+        "§5.3, Table 3",
+        "CIFAR-10, Q_1 − Q_0 (pt): NIB VGG13-6 +15.1 … NIB VGG16 +2.6; at i = 2 VGG13-6 is 1.7 pt above VGG16 (99.9 vs 98.2)",
+        "(Q_1 − Q_0) of G×SI on NIB VGG13-6 minus on NIB VGG16 (pt) ↑",
+        _CPU + "NIB VGG13-6 and NIB VGG16 on CIFAR-10",
+    ),
+    C.PaperClaim(
+        "mask/students",
+        "003",
+        "“the accuracy of all student models was increased compared to the original accuracy”",
+        "§5.4, Table 4",
+        "CIFAR-10, teacher NIB VGG16 at i = 3 / i = 10: student NIB VGG13-6 83.3 → 99.1 / 99.5, WRN-40-4 "
+        "94.3 → 99.8 / 100.0 (every student 99.1–100.0)",
+        "student test accuracy on teacher-masked data minus on plain data (pt) ↑",
+        "at cpu: teacher NIB VGG16 (widths ÷16), students NIB VGG13-6 (widths ÷16) and WRN-10-2 (widths ÷4, for "
+        "WRN-40-4) on Fashion-MNIST 32×32, three seeds; at paper scale: the paper's models on CIFAR-10",
+    ),
+    C.PaperClaim(
+        "mask/bias-breaks-mia",
+        "003",
+        "“when the gradient calculated by the GBA methods does not satisfy the NIB condition, the performance is "
+        "reduced by additive noise”",
+        "§5.5, Table 5",
+        "CIFAR-10, G×SI Q_5 (%): NIB VGG16 99.7; + LB 14.4, + BNB 25.5, + BNB + LB 22.0 (Q_9 99.8 vs 10.0–11.5)",
+        "G×SI's Q_5 on NIB VGG16 minus on the biased variant (pt) ↑",
+        _CPU + "NIB VGG16 and its + LB, + BNB, + BNB + LB variants on CIFAR-10",
+    ),
 ]
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #118481ce
 DIGITS_NIB_CONFIG = dict(cfg="vgg16", num_classes=10, width=16, dropout=0.0, init="kaiming")
 DIGITS_NIB_RECIPE = dict(epochs=6, lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, schedule="cosine")
 
+
 def digits_nib_vgg(seed: int = 0, progress: bool = False, device="cpu", **overrides) -> tuple[nn.Module, dict]:
     "The smoke NIB VGG16 (width 1/16) trained on `digits()` with `DIGITS_NIB_RECIPE`, through the checkpoint cache; `overrides` change the config."
-    return M.train_cached(M.nib_vgg, dict(DIGITS_NIB_CONFIG, **overrides), D.digits().train, "digits-size32-ch3-norm-seed0",
-                          DIGITS_NIB_RECIPE, seed=seed, device=device, progress=progress)
+    return M.train_cached(
+        M.nib_vgg,
+        dict(DIGITS_NIB_CONFIG, **overrides),
+        D.digits().train,
+        "digits-size32-ch3-norm-seed0",
+        DIGITS_NIB_RECIPE,
+        seed=seed,
+        device=device,
+        progress=progress,
+    )
+
 
 _SMOKE_RECIPE = dict(DIGITS_NIB_RECIPE, epochs=8, lr=5e-3, batch_size=128)
 _CPU_RECIPE = dict(epochs=2, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
-_PAPER_RECIPE = {"cifar10": dict(epochs=70, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352,
-                                 schedule="step", milestones=(60,)),
-                 "cifar100": dict(epochs=175, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352,
-                                  schedule="step", milestones=(100, 150))}
-BUDGETS = {"smoke": dict(seeds=1, train_images=None, test_images=None, recipe={d: _SMOKE_RECIPE for d in _PAPER_RECIPE},
-                         n_mia=128, n_mia_table2=128, iterations_table2=10, n_score=32, n_student=None, n_test=None, ig_steps=8),
-           "cpu": dict(seeds=3, train_images=3000, test_images=1000, recipe={d: _CPU_RECIPE for d in _PAPER_RECIPE},
-                       n_mia=200, n_mia_table2=300, iterations_table2=10, n_score=48, n_student=2000, n_test=500, ig_steps=8),
-           "paper": dict(seeds=3, train_images=None, test_images=None, recipe=_PAPER_RECIPE,
-                         n_mia=None, n_mia_table2=None, iterations_table2=19, n_score=256, n_student=None, n_test=None,
-                         ig_steps=50),
-           "dry_run": dict(seeds=1, train_images=16, test_images=4,   # 1 epoch over 2 batches of 8; 3 iterations: the first claims look at i = 3
-                           recipe={d: dict(r, epochs=1, batch_size=8) for d, r in _PAPER_RECIPE.items()},
-                           n_mia=4, n_mia_table2=4, iterations_table2=3, n_score=4, n_student=16, n_test=4, ig_steps=4)}
+_PAPER_RECIPE = {
+    "cifar10": dict(
+        epochs=70, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352, schedule="step", milestones=(60,)
+    ),
+    "cifar100": dict(
+        epochs=175,
+        lr=0.1,
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=5e-4,
+        batch_size=352,
+        schedule="step",
+        milestones=(100, 150),
+    ),
+}
+BUDGETS = {
+    "smoke": dict(
+        seeds=1,
+        train_images=None,
+        test_images=None,
+        recipe={d: _SMOKE_RECIPE for d in _PAPER_RECIPE},
+        n_mia=128,
+        n_mia_table2=128,
+        iterations_table2=10,
+        n_score=32,
+        n_student=None,
+        n_test=None,
+        ig_steps=8,
+    ),
+    "cpu": dict(
+        seeds=3,
+        train_images=3000,
+        test_images=1000,
+        recipe={d: _CPU_RECIPE for d in _PAPER_RECIPE},
+        n_mia=200,
+        n_mia_table2=300,
+        iterations_table2=10,
+        n_score=48,
+        n_student=2000,
+        n_test=500,
+        ig_steps=8,
+    ),
+    "paper": dict(
+        seeds=3,
+        train_images=None,
+        test_images=None,
+        recipe=_PAPER_RECIPE,
+        n_mia=None,
+        n_mia_table2=None,
+        iterations_table2=19,
+        n_score=256,
+        n_student=None,
+        n_test=None,
+        ig_steps=50,
+    ),
+    "dry_run": dict(
+        seeds=1,
+        train_images=16,
+        test_images=4,  # 1 epoch over 2 batches of 8; 3 iterations: the first claims look at i = 3
+        recipe={d: dict(r, epochs=1, batch_size=8) for d, r in _PAPER_RECIPE.items()},
+        n_mia=4,
+        n_mia_table2=4,
+        iterations_table2=3,
+        n_score=4,
+        n_student=16,
+        n_test=4,
+        ig_steps=4,
+    ),
+}
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #4abd99c8
-def weights_name(cfg: str = "vgg16", dataset: str = "cifar10", seed: int = 0, layer_bias: bool = False,
-                 bn_bias: bool = False) -> str:
+def weights_name(
+    cfg: str = "vgg16", dataset: str = "cifar10", seed: int = 0, layer_bias: bool = False, bn_bias: bool = False
+) -> str:
     "The file name of a pre-trained paper-scale NIB VGG: `nib_<cfg>[_lb][_bnb]_<dataset>_seed<seed>.pth`."
     return f"nib_{cfg}" + ("_lb" if layer_bias else "") + ("_bnb" if bn_bias else "") + f"_{dataset}_seed{seed}.pth"
+
 
 def paper_config(cfg: str = "vgg16", dataset: str = "cifar10", layer_bias: bool = False, bn_bias: bool = False) -> dict:
     "`nib_vgg` arguments of the paper's model: full width, 3×32×32 inputs, dropout 0.5, the paper's init."
@@ -181,6 +279,7 @@ def _data(run: Run, dataset: str) -> tuple:
         return full, f"fashion_mnist-size32-ch1-norm-train{b['train_images']}", base
     return D.digits(), "digits-size32-ch3-norm-seed0", dict(DIGITS_NIB_CONFIG, width=16)
 
+
 def _nib(run: Run, splits, data_key: str, base: dict, dataset: str, flags: dict, seed: int) -> nn.Module:
     "One NIB VGG (`flags`: cfg, layer_bias, bn_bias): at paper scale loaded from the run's weights folder when the file is there, else trained through the checkpoint cache."
     flags = dict(dict(cfg="vgg16", layer_bias=False, bn_bias=False), **flags)
@@ -194,26 +293,37 @@ def _nib(run: Run, splits, data_key: str, base: dict, dataset: str, flags: dict,
             return model.to(run.dev).eval()
     else:
         config = dict(base, cfg=flags["cfg"], layer_bias=flags["layer_bias"], bn_bias=flags["bn_bias"])
-    model, _ = M.train_cached(M.nib_vgg, config, splits.train, data_key, run.budget["recipe"][dataset], seed=seed,
-                              device=run.dev, progress=False)
+    model, _ = M.train_cached(
+        M.nib_vgg, config, splits.train, data_key, run.budget["recipe"][dataset], seed=seed, device=run.dev, progress=False
+    )
     return model.to(run.dev).eval()
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #b2c3d4e5
 NIB16 = {"NIB VGG16": dict(cfg="vgg16")}
-DEPTH_CFGS = {"NIB VGG13-6": dict(cfg="vgg13-6"), "NIB VGG13-4": dict(cfg="vgg13-4"), "NIB VGG13-2": dict(cfg="vgg13-2"),
-              "NIB VGG13": dict(cfg="vgg13"), "NIB VGG16": dict(cfg="vgg16")}
-BIAS_VARIANTS = {"NIB VGG16": dict(cfg="vgg16"), "NIB VGG16 + LB": dict(cfg="vgg16", layer_bias=True),
-                 "NIB VGG16 + BNB": dict(cfg="vgg16", bn_bias=True),
-                 "NIB VGG16 + BNB + LB": dict(cfg="vgg16", layer_bias=True, bn_bias=True)}
+DEPTH_CFGS = {
+    "NIB VGG13-6": dict(cfg="vgg13-6"),
+    "NIB VGG13-4": dict(cfg="vgg13-4"),
+    "NIB VGG13-2": dict(cfg="vgg13-2"),
+    "NIB VGG13": dict(cfg="vgg13"),
+    "NIB VGG16": dict(cfg="vgg16"),
+}
+BIAS_VARIANTS = {
+    "NIB VGG16": dict(cfg="vgg16"),
+    "NIB VGG16 + LB": dict(cfg="vgg16", layer_bias=True),
+    "NIB VGG16 + BNB": dict(cfg="vgg16", bn_bias=True),
+    "NIB VGG16 + BNB + LB": dict(cfg="vgg16", layer_bias=True, bn_bias=True),
+}
+
 
 @dataclass
 class Setup:
     "A run's stand-ins: trained NIB VGGs per (data set, model, seed), the data they were trained on, and their test accuracy."
+
     run: Run
-    splits: dict      # data set → the DataSplits the models were trained and are tested on
-    models: dict      # (data set, model name, seed) → NIB VGG in eval mode on the run's device
-    flags: dict       # model name → its `nib_vgg` flags (cfg, layer_bias, bn_bias)
-    accuracy: dict    # (data set, model name, seed) → test accuracy (fraction)
+    splits: dict  # data set → the DataSplits the models were trained and are tested on
+    models: dict  # (data set, model name, seed) → NIB VGG in eval mode on the run's device
+    flags: dict  # model name → its `nib_vgg` flags (cfg, layer_bias, bn_bias)
+    accuracy: dict  # (data set, model name, seed) → test accuracy (fraction)
 
     @property
     def datasets(self) -> list[str]:
@@ -241,17 +351,29 @@ class Setup:
 
     def describe(self) -> str:
         "Markdown: each stand-in with its test accuracy per seed."
-        rows = [f"| {self.stand_in(n, ds)} | {self.splits[ds].name} | "
-                + ", ".join(f"{100 * self.accuracy[ds, n, s]:.1f}%" for s in self.run.seeds) + " |"
-                for ds in self.datasets for n in self.names]
-        return "\n".join([f"**Stand-ins** ({self.run.scale} scale, seeds {self.run.seeds})", "",
-                          "| model | data | test accuracy per seed |", "|---|---|---|", *rows])
+        rows = [
+            f"| {self.stand_in(n, ds)} | {self.splits[ds].name} | "
+            + ", ".join(f"{100 * self.accuracy[ds, n, s]:.1f}%" for s in self.run.seeds)
+            + " |"
+            for ds in self.datasets
+            for n in self.names
+        ]
+        return "\n".join(
+            [
+                f"**Stand-ins** ({self.run.scale} scale, seeds {self.run.seeds})",
+                "",
+                "| model | data | test accuracy per seed |",
+                "|---|---|---|",
+                *rows,
+            ]
+        )
 
     def _repr_markdown_(self) -> str:
         return self.describe()
 
     def __repr__(self) -> str:
         return self.describe()
+
 
 def setup(run: Run, models: dict | None = None, datasets=("cifar10",)) -> Setup:
     "The trained NIB VGGs `models` (name → `nib_vgg` flags; default `NIB16`) per data set of `datasets` (the paper's; one stand-in below paper scale) and seed of `run`, with their test accuracy."
@@ -274,23 +396,32 @@ def setup(run: Run, models: dict | None = None, datasets=("cifar10",)) -> Setup:
 # %% ../../nbs/papers/03_attribution_masks.ipynb #aa409840
 _C10, _C100 = "cifar-10-batches-py", "cifar-100-python"
 
+
 def _w(flags: dict, dataset: str = "cifar10") -> str:
     "The weights file of a paper-scale NIB VGG with `flags` (seed 0) under `data_root`."
     return "weights/" + weights_name(dataset=dataset, seed=0, **flags)
 
+
 _V16 = NIB16["NIB VGG16"]
-PAPER_FILES = {"mask_fig3_gallery": [_C10, _w(_V16)],
-               "mask_table2_mia": [_C10, _C100, _w(_V16), _w(_V16, "cifar100")],
-               "mask_table3_depth": [_C10] + [_w(f) for f in DEPTH_CFGS.values()],
-               "mask_table4_students": [_C10, _w(_V16)],
-               "mask_table5_bias": [_C10] + [_w(f) for f in BIAS_VARIANTS.values()]}
+PAPER_FILES = {
+    "mask_fig3_gallery": [_C10, _w(_V16)],
+    "mask_table2_mia": [_C10, _C100, _w(_V16), _w(_V16, "cifar100")],
+    "mask_table3_depth": [_C10] + [_w(f) for f in DEPTH_CFGS.values()],
+    "mask_table4_students": [_C10, _w(_V16)],
+    "mask_table5_bias": [_C10] + [_w(f) for f in BIAS_VARIANTS.values()],
+}
+
 
 def _paper_nib(cfg: str = "vgg16", dataset: str = "cifar10", layer_bias: bool = False, bn_bias: bool = False) -> nn.Module:
     "A randomly initialised paper-scale NIB VGG (the architecture a weights file holds)."
     return M.nib_vgg(**paper_config(cfg, dataset, layer_bias, bn_bias))
 
-_FILES = {_w(f, ds): dict(f, dataset=ds) for ds, fs in (("cifar10", [*DEPTH_CFGS.values(), *BIAS_VARIANTS.values()]),
-                                                       ("cifar100", [_V16])) for f in fs}
+
+_FILES = {
+    _w(f, ds): dict(f, dataset=ds)
+    for ds, fs in (("cifar10", [*DEPTH_CFGS.values(), *BIAS_VARIANTS.values()]), ("cifar100", [_V16]))
+    for f in fs
+}
 WEIGHT_FILES = [WeightFile(p, partial(_paper_nib, **kw)) for p, kw in sorted(_FILES.items())]
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #ed286c71
@@ -298,21 +429,53 @@ def _method(m):
     "A method of a methods dict as `attribution_mask` takes it: a registry name, a callable, or (name, kwargs) → `as_local(name, **kwargs)`."
     return as_local(m[0], **m[1]) if isinstance(m, tuple) else m
 
-def _hits(model: nn.Module, data, methods: dict, iterations: int, seed: int = 0, target: str = "label",
-          rescale: bool = False, batch_size: int = 128) -> dict:
+
+def _hits(
+    model: nn.Module,
+    data,
+    methods: dict,
+    iterations: int,
+    seed: int = 0,
+    target: str = "label",
+    rescale: bool = False,
+    batch_size: int = 128,
+) -> dict:
     "Per method (name → method), the (I+1, N) per-image hits of masked-input accuracy Q_0..Q_I; 'random' draws a fresh field every iteration."
-    return {name: masked_input_accuracy(model, data, _method(m), iterations, target=target, batch_size=batch_size,
-                                        rescale=rescale, progress=False, seed=seed, per_sample=True)
-            for name, m in methods.items()}
+    return {
+        name: masked_input_accuracy(
+            model,
+            data,
+            _method(m),
+            iterations,
+            target=target,
+            batch_size=batch_size,
+            rescale=rescale,
+            progress=False,
+            seed=seed,
+            per_sample=True,
+        )
+        for name, m in methods.items()
+    }
+
 
 def _missing(needed, have) -> str | None:
     "The `not evaluable` reason when a method or model the claim compares is not in this run (a reader dropped it)."
     gone = [m for m in needed if m not in have]
     return f"{', '.join(gone)} not in this run (it compares {' and '.join(needed)})" if gone else None
 
-def _claim(effects: dict, key: str, text: str, per_seed: list, why: str | None = None, compare: str = "methods",
-           over: str = "the test images", what: str = "effect in percentage points", paper_claim: str | None = None,
-           role: str = "evidence") -> dict:
+
+def _claim(
+    effects: dict,
+    key: str,
+    text: str,
+    per_seed: list,
+    why: str | None = None,
+    compare: str = "methods",
+    over: str = "the test images",
+    what: str = "effect in percentage points",
+    paper_claim: str | None = None,
+    role: str = "evidence",
+) -> dict:
     "A claim from per-seed vectors of per-image effects in [−1, 1], in percentage points, units by `claims.unit_effects`, serving registry claim `paper_claim` (an id of `PAPER_CLAIMS`) as `role`; `why`: the reason it cannot be judged; `effects[key]` keeps the per-seed effects."
     if why:
         return C.not_evaluable(key, text, why, paper_claim=paper_claim, role=role)
@@ -322,10 +485,12 @@ def _claim(effects: dict, key: str, text: str, per_seed: list, why: str | None =
     how = f"per-seed mean over {over}" if units == "seeds" else "test images paired within one seed"
     return C.claim(key, text, 100 * e, units=units, detail=f"{how}; {what}", paper_claim=paper_claim, role=role)
 
+
 def _stand_ins(s: Setup, names, dataset: str | None = None) -> dict:
     "`Result.stand_ins` of the models `names` on `dataset`: each stand-in's display name → its mean test accuracy over the seeds (fraction)."
     ds = dataset or s.datasets[0]
     return {s.stand_in(n, ds): float(np.mean([s.accuracy[ds, n, k] for k in s.run.seeds])) for n in names}
+
 
 def _spread(res: Result, c: dict) -> str:
     "A sentence on the per-seed effects behind claim `c`: their values, how many agree in sign, and what an inconclusive verdict means."
@@ -340,6 +505,7 @@ def _spread(res: Result, c: dict) -> str:
         s += " The seeds disagree in sign: the effect depends on the trained model, not only on the method."
     return s
 
+
 def _chance(s: Setup, names, dataset: str | None = None) -> str | None:
     "The `not evaluable` reason when one of the models `names` is at chance in some seed (`claims.chance_reason`)."
     ds = dataset or s.datasets[0]
@@ -349,38 +515,43 @@ def _chance(s: Setup, names, dataset: str | None = None) -> str | None:
             return why
     return None
 
+
 def _judged(rule):
     "`rule` for the claims that got a verdict; a claim that is not evaluable is explained by its own reason."
     return lambda res, c: "" if c["verdict"] == "not evaluable" else rule(res, c)
 
-RULES = {}   # claim key prefix → diagnosis from this run's measurements; each step's section adds its rules
+
+RULES = {}  # claim key prefix → diagnosis from this run's measurements; each step's section adds its rules
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #c868680c
 def input_intensity(model: nn.Module, z: torch.Tensor, target) -> torch.Tensor:
     "The trivial baseline attribution: the input itself (keeps bright pixels by construction)."
     return z
 
+
 def object_pixels(x: torch.Tensor) -> torch.Tensor:
     "Per image, the pixels above its background level by 10 % of its range (all channels)."
     lo, hi = x.amin((1, 2, 3), keepdim=True), x.amax((1, 2, 3), keepdim=True)
     return x > lo + 0.1 * (hi - lo)
 
+
 def object_coverage(mask: torch.Tensor, obj: torch.Tensor) -> torch.Tensor:
     "Participation ratio (Σm)²/Σm² of `mask` over the object pixels, divided by their number, per image."
     mo = (mask * obj).flatten(1).double()
-    pr = mo.sum(1) ** 2 / (mo ** 2).sum(1).clamp_min(1e-300)
+    pr = mo.sum(1) ** 2 / (mo**2).sum(1).clamp_min(1e-300)
     return (pr / obj.flatten(1).sum(1).clamp_min(1)).cpu()
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #26944170
 @dataclass
 class Gallery:
     "Figure 3's measurements: the masks m*_i of every method for the first images of the first seed, and each method's object coverage of m*_I per seed."
+
     setup: Setup
     methods: list
     iterations: list
-    coverage: dict    # (method, seed) → per-image object coverage of m*_I
-    shown: tuple      # (images, labels, {method: masks (I, n, C, H, W)}) of the first seed
-    n_scored: int     # images scored per seed
+    coverage: dict  # (method, seed) → per-image object coverage of m*_I
+    shown: tuple  # (images, labels, {method: masks (I, n, C, H, W)}) of the first seed
+    n_scored: int  # images scored per seed
 
     @property
     def splits(self):
@@ -398,6 +569,7 @@ class Gallery:
     def scale(self) -> str:
         return self.setup.run.scale
 
+
 def gallery_masks(s: Setup, methods: dict, iterations=(1, 2, 3, 5, 10), n_scored: int = 32, n_shown: int = 3) -> Gallery:
     "Label-targeted masks m*_1..m*_I (I = max `iterations`) of every method on the first `n_scored` test images per seed; each m*_I scored by its object coverage, the first seed's first `n_shown` images kept for the figure."
     ds, I, cover = s.datasets[0], max(iterations), {}
@@ -413,42 +585,94 @@ def gallery_masks(s: Setup, methods: dict, iterations=(1, 2, 3, 5, 10), n_scored
             shown = (x[:n_shown], y[:n_shown], {m: mk[:, :n_shown] for m, mk in masks.items()})
     return Gallery(s, list(methods), list(iterations), cover, shown, n_scored)
 
+
 def coverage_table(g: Gallery) -> Result:
     "Figure 3 as numbers: each method's object coverage of m*_I (mean ± se over seeds), and the claims that G×SI's m*_I keeps more of the object than PG×I's, GBP's, a fresh-random mask's and the input-intensity mask's."
     s, I, seeds = g.setup, max(g.iterations), g.seeds
     col = f"object coverage of m*_{I} (%) ↑"
     cells = {m: {col: C.mean_se([100 * float(g.coverage[m, k].mean()) for k in seeds])} for m in g.methods}
-    table = paper_table(cells, {}, [col], title=f"Object coverage of m*_{I} (%), {g.model}, {g.scale} scale (mean ± se over "
-                        f"{len(seeds)} seed(s)); the paper's Figure 3 has no numbers", corner="method")
+    table = paper_table(
+        cells,
+        {},
+        [col],
+        title=f"Object coverage of m*_{I} (%), {g.model}, {g.scale} scale (mean ± se over "
+        f"{len(seeds)} seed(s)); the paper's Figure 3 has no numbers",
+        corner="method",
+    )
     measured = {f"{m} object coverage of m*_{I} (%)": cells[m][col] for m in g.methods}
     measured.update({f"NIB VGG16 test accuracy seed {k} (%)": 100 * s.accuracy[s.datasets[0], "NIB VGG16", k] for k in seeds})
     effects, chance = {}, _chance(s, ["NIB VGG16"])
 
     def cl(key, text, a, b, role="evidence"):
         per_seed = [g.coverage[a, k] - g.coverage[b, k] for k in seeds] if a in g.methods and b in g.methods else []
-        return _claim(effects, key, text, per_seed, _missing([a, b], g.methods) or chance, over="the scored test images",
-                      what=f"object coverage of m*_{I} in percentage points", paper_claim="mask/pgxi-gbp-reduce-mia", role=role)
+        return _claim(
+            effects,
+            key,
+            text,
+            per_seed,
+            _missing([a, b], g.methods) or chance,
+            over="the scored test images",
+            what=f"object coverage of m*_{I} in percentage points",
+            paper_claim="mask/pgxi-gbp-reduce-mia",
+            role=role,
+        )
 
-    claims = [cl("fig3/gxsi-over-pgxi", f"G×SI's m*_{I} keeps more of the object than PG×I's (|∇|⊙z, the variant of the "
-                 "paper's code)", "G×SI", "PG×I (|∇|⊙z)"),
-              cl("fig3/gxsi-over-gbp", f"G×SI's m*_{I} keeps more of the object than GBP's", "G×SI", "GBP"),
-              cl("fig3/gxsi-over-random", f"random control: G×SI's m*_{I} keeps more of the object than a fresh-random mask's "
-                 "(if not, object coverage does not tell a mask from noise)", "G×SI", "random (control)", "control"),
-              cl("fig3/gxsi-over-intensity", f"trivial-baseline control: G×SI's m*_{I} keeps more of the object than the "
-                 "input-intensity mask's (if not, object coverage rewards brightness)", "G×SI", "input intensity (baseline)",
-                 "control")]
-    res = Result(s.run, tables=[table], measured=measured, paper={}, claims=claims, stand_ins=_stand_ins(s, ["NIB VGG16"]),
-                 extra={"data": g.splits.name, "model": g.model, "scored_images": g.n_scored,
-                        "iterations": g.iterations, "pgxi_variant": "|∇|⊙z (the paper's code)", "effects": effects,
-                        "coverage": {m: float(np.mean([float(g.coverage[m, k].mean()) for k in seeds])) for m in g.methods}})
+    claims = [
+        cl(
+            "fig3/gxsi-over-pgxi",
+            f"G×SI's m*_{I} keeps more of the object than PG×I's (|∇|⊙z, the variant of the paper's code)",
+            "G×SI",
+            "PG×I (|∇|⊙z)",
+        ),
+        cl("fig3/gxsi-over-gbp", f"G×SI's m*_{I} keeps more of the object than GBP's", "G×SI", "GBP"),
+        cl(
+            "fig3/gxsi-over-random",
+            f"random control: G×SI's m*_{I} keeps more of the object than a fresh-random mask's "
+            "(if not, object coverage does not tell a mask from noise)",
+            "G×SI",
+            "random (control)",
+            "control",
+        ),
+        cl(
+            "fig3/gxsi-over-intensity",
+            f"trivial-baseline control: G×SI's m*_{I} keeps more of the object than the "
+            "input-intensity mask's (if not, object coverage rewards brightness)",
+            "G×SI",
+            "input intensity (baseline)",
+            "control",
+        ),
+    ]
+    res = Result(
+        s.run,
+        tables=[table],
+        measured=measured,
+        paper={},
+        claims=claims,
+        stand_ins=_stand_ins(s, ["NIB VGG16"]),
+        extra={
+            "data": g.splits.name,
+            "model": g.model,
+            "scored_images": g.n_scored,
+            "iterations": g.iterations,
+            "pgxi_variant": "|∇|⊙z (the paper's code)",
+            "effects": effects,
+            "coverage": {m: float(np.mean([float(g.coverage[m, k].mean()) for k in seeds])) for m in g.methods},
+        },
+    )
     diagnose(res, RULES)
     return res
+
 
 def _diagnose_fig3(res: Result, c: dict) -> str:
     "Every method's object coverage of m*_I in this run."
     I = max(res.extra["iterations"])
-    return (f"object coverage of m*_{I}: " + ", ".join(f"{m} {100 * v:.1f}%" for m, v in res.extra["coverage"].items()) + "."
-            + _spread(res, c))
+    return (
+        f"object coverage of m*_{I}: "
+        + ", ".join(f"{m} {100 * v:.1f}%" for m, v in res.extra["coverage"].items())
+        + "."
+        + _spread(res, c)
+    )
+
 
 RULES["fig3"] = _judged(_diagnose_fig3)
 
@@ -463,19 +687,24 @@ def class_names(splits) -> list[str]:
         return list(D.FASHION_MNIST_CLASSES)
     return [f"digit {k}" if splits.name == "digits" else f"class {k}" for k in range(splits.num_classes)]
 
+
 def gallery_figures(g: Gallery, max_rows: int = 8) -> list:
     "Figure 3: input × m*_i / max m*_i for every method (rows) and i (columns), the true class on the input; a list of figures of ≤ `max_rows` rows each (whole images while they fit)."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
+
     xs, ys, mks = g.shown
     its, names, methods = list(g.iterations), class_names(g.splits), list(mks)
-    groups = [methods[a:a + max_rows] for a in range(0, len(methods), max_rows)]   # methods of one image split only past max_rows
-    per = max(1, max_rows // len(methods))                                          # images per figure
+    groups = [
+        methods[a : a + max_rows] for a in range(0, len(methods), max_rows)
+    ]  # methods of one image split only past max_rows
+    per = max(1, max_rows // len(methods))  # images per figure
     figs, chunks = [], [[(j, grp) for j in range(a, min(a + per, len(xs)))] for a in range(0, len(xs), per) for grp in groups]
     for q, chunk in enumerate(chunks, 1):
         rows = [(j, m, k == 0) for j, grp in chunk for k, m in enumerate(grp)]
-        fig, axes = plt.subplots(len(rows), len(its) + 1, figsize=(1.5 * (len(its) + 1), 1.5 * len(rows) + 0.6),
-                                 squeeze=False, layout="constrained")
+        fig, axes = plt.subplots(
+            len(rows), len(its) + 1, figsize=(1.5 * (len(its) + 1), 1.5 * len(rows) + 0.6), squeeze=False, layout="constrained"
+        )
         for row, (j, m, first) in zip(axes, rows):
             img = to_image(xs[j], g.splits.mean, g.splits.std)
             row[0].imshow(img, cmap="gray", vmin=0, vmax=1)
@@ -491,8 +720,11 @@ def gallery_figures(g: Gallery, max_rows: int = 8) -> list:
             a.set_xticks([])
             a.set_yticks([])
         part = f" (part {q} of {len(chunks)})" if len(chunks) > 1 else ""
-        fig.suptitle(f"input × m*_i / max m*_i, label-targeted masks: {', '.join(names[int(ys[j])] for j, _ in chunk)}{part}\n"
-                     f"{g.model}, seed {g.seeds[0]}, {g.scale} scale", fontsize=8)
+        fig.suptitle(
+            f"input × m*_i / max m*_i, label-targeted masks: {', '.join(names[int(ys[j])] for j, _ in chunk)}{part}\n"
+            f"{g.model}, seed {g.seeds[0]}, {g.scale} scale",
+            fontsize=8,
+        )
         figs.append(fig)
     return figs
 
@@ -508,19 +740,31 @@ def mass_on_object(model: nn.Module, test, methods: dict, iterations: int, seed:
         share[m] = float(((mk * obj).flatten(1).sum(1) / mk.flatten(1).sum(1).clamp_min(1e-12)).mean())
     return share, float(obj.double().mean())
 
-_OBJECT_METHODS = ("G×SI", "G (control)", "G×I", "GBP", PGXI, "random (control)")   # the object-mass experiment's methods
+
+_OBJECT_METHODS = ("G×SI", "G (control)", "G×I", "GBP", PGXI, "random (control)")  # the object-mass experiment's methods
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #42017b7f
-def mia_curves(s: Setup, methods: dict, iterations: int = 10, pred_methods: dict | None = None,
-               n_images: int | None = None) -> Result:
+def mia_curves(
+    s: Setup, methods: dict, iterations: int = 10, pred_methods: dict | None = None, n_images: int | None = None
+) -> Result:
     "Tables 2/6/7: label-targeted MIA Q_0..Q_I of every method on the first `n_images` test images per seed and data set, prediction-targeted MIA of `pred_methods`, the object-mass experiment, the claims and their diagnoses."
     run, I, pred_methods = s.run, iterations, dict(pred_methods or {})
     seeds, dsets = run.seeds, s.datasets
     tables, measured, paper, claims, effects, stand_ins = [], {}, {}, [], {}, {}
-    extra = {"data": [s.splits[d].name for d in dsets] if len(dsets) > 1 else s.splits[dsets[0]].name,
-             "models": {}, "test_accuracy": {}, "mia_images": None, "iterations": I,
-             "pgxi_in_paper_table": "|∇|⊙z (the paper's code)", "ig_steps": run.budget["ig_steps"], "curves": {},
-             "curves_pred": {}, "object_mass_share": {}, "object_pixel_share": {}, "effects": effects}
+    extra = {
+        "data": [s.splits[d].name for d in dsets] if len(dsets) > 1 else s.splits[dsets[0]].name,
+        "models": {},
+        "test_accuracy": {},
+        "mia_images": None,
+        "iterations": I,
+        "pgxi_in_paper_table": "|∇|⊙z (the paper's code)",
+        "ig_steps": run.budget["ig_steps"],
+        "curves": {},
+        "curves_pred": {},
+        "object_mass_share": {},
+        "object_pixel_share": {},
+        "effects": effects,
+    }
     for ds in dsets:
         test = D.first(s.splits[ds].test, n_images)
         H = {k: _hits(s.models[ds, "NIB VGG16", k], test, methods, I, seed=k) for k in seeds}
@@ -534,9 +778,18 @@ def mia_curves(s: Setup, methods: dict, iterations: int = 10, pred_methods: dict
         cells = {m: {i: C.mean_se(100 * Q[m][:, i]) for i in SHOW} for m in methods}
         cells.update({f"{m} (prediction-targeted)": {i: C.mean_se(100 * QP[m][:, i]) for i in SHOW} for m in pred_methods})
         q0, _, tab = PAPER_MIA[ds]
-        tables.append(paper_table(cells, paper_mia(ds), SHOW, col="i = {}", corner="method", decimals=1,
-                                  title=f"MIA Q_i (%) ↑, {model}, {run.scale} scale (mean ± se over {len(seeds)} seed(s)); "
-                                        f"in brackets: paper, {DATASET_NAMES[ds]} ({tab})"))
+        tables.append(
+            paper_table(
+                cells,
+                paper_mia(ds),
+                SHOW,
+                col="i = {}",
+                corner="method",
+                decimals=1,
+                title=f"MIA Q_i (%) ↑, {model}, {run.scale} scale (mean ± se over {len(seeds)} seed(s)); "
+                f"in brackets: paper, {DATASET_NAMES[ds]} ({tab})",
+            )
+        )
         measured.update({f"{pre}{m} Q{i}": c for m, row in cells.items() for i, c in row.items()})
         measured.update({f"{pre}NIB VGG16 test accuracy seed {k} (%)": 100 * s.accuracy[ds, "NIB VGG16", k] for k in seeds})
         paper.update({f"{pre}{m} Q{i}": v[i] for m, v in paper_mia(ds).items() for i in SHOW})
@@ -557,96 +810,192 @@ def mia_curves(s: Setup, methods: dict, iterations: int = 10, pred_methods: dict
     diagnose(res, RULES)
     return res
 
+
 def _mia_claims(effects: dict, ds: str, pre: str, H: dict, P: dict, I: int, seeds: list, chance: str | None) -> list:
     "Claims (b1), (b2), (c) of the paper with the G and fresh-random controls and the label-free / label-leakage diagnostics, on data set `ds`, each tied to a registry claim (`PAPER_CLAIMS`) with its role; a claim whose method is not in the run is not evaluable."
     i10, have, have_p = min(10, I), set(H[seeds[0]]), set(P[seeds[0]])
     hit = lambda k, m, i, src=None: (src or H)[k][m][i].double()
-    over = lambda k, m: H[k][m][1:].double().mean(0)   # each image's mean hit over i = 1..I
+    over = lambda k, m: H[k][m][1:].double().mean(0)  # each image's mean hit over i = 1..I
 
     def cl(key, text, needed, effect, paper_claim, role="evidence", pred=()):
-        why = _missing(needed, have) or _missing([f"{m} (prediction-targeted)" for m in pred],
-                                                 {f"{m} (prediction-targeted)" for m in have_p}) or chance
-        return _claim(effects, f"mia/{key}/{ds}", pre + text, [] if why else [effect(k) for k in seeds], why,
-                      paper_claim=paper_claim, role=role)
+        why = (
+            _missing(needed, have)
+            or _missing([f"{m} (prediction-targeted)" for m in pred], {f"{m} (prediction-targeted)" for m in have_p})
+            or chance
+        )
+        return _claim(
+            effects,
+            f"mia/{key}/{ds}",
+            pre + text,
+            [] if why else [effect(k) for k in seeds],
+            why,
+            paper_claim=paper_claim,
+            role=role,
+        )
 
     # the paper's own CIFAR-100 row has G×SI's Q_1 below Q_0 (66.2 < 69.8): there the first-iteration gain is no claim of it
     claims = [
-        cl("b1-q1", "(b1) G×SI's Q_1 is above Q_0", ["G×SI"], lambda k: hit(k, "G×SI", 1) - hit(k, "G×SI", 0),
-           "mask/gxsi-gain-at-i1", "diagnostic" if ds == "cifar100" else "evidence"),
-        cl("b1-qi", f"(b1) G×SI's Q_{I} is above Q_0", ["G×SI"], lambda k: hit(k, "G×SI", I) - hit(k, "G×SI", 0),
-           "mask/gxsi-raises-mia"),
-        cl("b2-gxsi-over-gxi", f"(b2) G×SI's Q_{i10} is above G×I's", ["G×SI", "G×I"],
-           lambda k: hit(k, "G×SI", i10) - hit(k, "G×I", i10), "mask/gxsi-over-gxi"),
-        cl("c-falls/pgxi", "(c) PG×I (|∇|⊙z, the variant of the paper's code behind its numbers) falls below Q_0 by i = 3",
-           ["G×SI", PGXI], lambda k: hit(k, "G×SI", 0) - hit(k, PGXI, 3), "mask/pgxi-gbp-reduce-mia"),
-        cl("c-falls/gbp", "(c) GBP falls below Q_0 by i = 3", ["G×SI", "GBP"], lambda k: hit(k, "G×SI", 0) - hit(k, "GBP", 3),
-           "mask/pgxi-gbp-reduce-mia"),
-        cl("gxsi-over-g", f"trivial-baseline control: G×SI's MIA is above the plain gradient G's (mean over i = 1..{I}; "
-           "if not, an attribution without the input does as well)", ["G×SI", "G (control)"],
-           lambda k: over(k, "G×SI") - over(k, "G (control)"), "mask/gxsi-over-gxi", "control"),
-        cl("over-random/gxsi", f"random control: G×SI's MIA is above a fresh-random mask's (mean over i = 1..{I}; if not, "
-           "MIA does not tell G×SI's mask from noise)", ["G×SI", "random (control)"],
-           lambda k: over(k, "G×SI") - over(k, "random (control)"), "mask/gxsi-raises-mia", "control"),
-        cl("over-random/gxi", f"random control: G×I, the baseline G×SI is ranked against, has MIA above a fresh-random "
-           f"mask's (mean over i = 1..{I})", ["G×I", "random (control)"],
-           lambda k: over(k, "G×I") - over(k, "random (control)"), "mask/gxsi-over-gxi", "control"),
-        cl("over-random/gbp", f"diagnostic: GBP's MIA is above a fresh-random mask's (mean over i = 1..{I}): its falling "
-           "masks still keep more than noise", ["GBP", "random (control)"],
-           lambda k: over(k, "GBP") - over(k, "random (control)"), "mask/pgxi-gbp-reduce-mia", "diagnostic"),
-        cl("label-free-b1", "diagnostic (label-free b1): prediction-targeted G×SI's Q_1 is above Q_0", [],
-           lambda k: hit(k, "G×SI", 1, P) - hit(k, "G×SI", 0, P), "mask/gxsi-gain-at-i1", "diagnostic", pred=["G×SI"]),
-        cl("label-leakage", f"diagnostic (label use): label-targeted G×SI's Q_{I} is above prediction-targeted G×SI's",
-           ["G×SI"], lambda k: hit(k, "G×SI", I) - hit(k, "G×SI", I, P), "mask/gxsi-raises-mia", "diagnostic",
-           pred=["G×SI"])]
+        cl(
+            "b1-q1",
+            "(b1) G×SI's Q_1 is above Q_0",
+            ["G×SI"],
+            lambda k: hit(k, "G×SI", 1) - hit(k, "G×SI", 0),
+            "mask/gxsi-gain-at-i1",
+            "diagnostic" if ds == "cifar100" else "evidence",
+        ),
+        cl(
+            "b1-qi",
+            f"(b1) G×SI's Q_{I} is above Q_0",
+            ["G×SI"],
+            lambda k: hit(k, "G×SI", I) - hit(k, "G×SI", 0),
+            "mask/gxsi-raises-mia",
+        ),
+        cl(
+            "b2-gxsi-over-gxi",
+            f"(b2) G×SI's Q_{i10} is above G×I's",
+            ["G×SI", "G×I"],
+            lambda k: hit(k, "G×SI", i10) - hit(k, "G×I", i10),
+            "mask/gxsi-over-gxi",
+        ),
+        cl(
+            "c-falls/pgxi",
+            "(c) PG×I (|∇|⊙z, the variant of the paper's code behind its numbers) falls below Q_0 by i = 3",
+            ["G×SI", PGXI],
+            lambda k: hit(k, "G×SI", 0) - hit(k, PGXI, 3),
+            "mask/pgxi-gbp-reduce-mia",
+        ),
+        cl(
+            "c-falls/gbp",
+            "(c) GBP falls below Q_0 by i = 3",
+            ["G×SI", "GBP"],
+            lambda k: hit(k, "G×SI", 0) - hit(k, "GBP", 3),
+            "mask/pgxi-gbp-reduce-mia",
+        ),
+        cl(
+            "gxsi-over-g",
+            f"trivial-baseline control: G×SI's MIA is above the plain gradient G's (mean over i = 1..{I}; "
+            "if not, an attribution without the input does as well)",
+            ["G×SI", "G (control)"],
+            lambda k: over(k, "G×SI") - over(k, "G (control)"),
+            "mask/gxsi-over-gxi",
+            "control",
+        ),
+        cl(
+            "over-random/gxsi",
+            f"random control: G×SI's MIA is above a fresh-random mask's (mean over i = 1..{I}; if not, "
+            "MIA does not tell G×SI's mask from noise)",
+            ["G×SI", "random (control)"],
+            lambda k: over(k, "G×SI") - over(k, "random (control)"),
+            "mask/gxsi-raises-mia",
+            "control",
+        ),
+        cl(
+            "over-random/gxi",
+            f"random control: G×I, the baseline G×SI is ranked against, has MIA above a fresh-random "
+            f"mask's (mean over i = 1..{I})",
+            ["G×I", "random (control)"],
+            lambda k: over(k, "G×I") - over(k, "random (control)"),
+            "mask/gxsi-over-gxi",
+            "control",
+        ),
+        cl(
+            "over-random/gbp",
+            f"diagnostic: GBP's MIA is above a fresh-random mask's (mean over i = 1..{I}): its falling "
+            "masks still keep more than noise",
+            ["GBP", "random (control)"],
+            lambda k: over(k, "GBP") - over(k, "random (control)"),
+            "mask/pgxi-gbp-reduce-mia",
+            "diagnostic",
+        ),
+        cl(
+            "label-free-b1",
+            "diagnostic (label-free b1): prediction-targeted G×SI's Q_1 is above Q_0",
+            [],
+            lambda k: hit(k, "G×SI", 1, P) - hit(k, "G×SI", 0, P),
+            "mask/gxsi-gain-at-i1",
+            "diagnostic",
+            pred=["G×SI"],
+        ),
+        cl(
+            "label-leakage",
+            f"diagnostic (label use): label-targeted G×SI's Q_{I} is above prediction-targeted G×SI's",
+            ["G×SI"],
+            lambda k: hit(k, "G×SI", I) - hit(k, "G×SI", I, P),
+            "mask/gxsi-raises-mia",
+            "diagnostic",
+            pred=["G×SI"],
+        ),
+    ]
     return claims
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #52b476e4
 _SLUG = {"gxsi": "G×SI", "gxi": "G×I", "gbp": "GBP", "pgxi": PGXI}
 
+
 def _mia_view(res: Result, c: dict) -> tuple:
     "The data set of MIA claim `c` (the last part of its key) and helpers reading this run's curves and object-mass shares: pct(method, i, pred=False), share(method), I."
     ds, x = c["key"].rsplit("/", 1)[1], res.extra
+
     def pct(m, i, pred=False):
         q = (x["curves_pred"] if pred else x["curves"])[ds].get(m)
         return "—" if q is None else f"{100 * q[i]:.1f}%"
+
     def share(m):
         v = x["object_mass_share"][ds].get(m)
         return "—" if v is None else f"{100 * v:.1f}%"
+
     return ds, pct, share, x["iterations"]
+
 
 def _diagnose_mia_b1(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
     x = res.extra
     favour = x["object_mass_share"][ds].get("G×SI", 0.0) > x["object_pixel_share"][ds]
-    return (f"label-targeted G×SI goes from {pct('G×SI', 0)} to {pct('G×SI', 1)} at i = 1 and {pct('G×SI', I)} at i = {I}; "
-            f"prediction-targeted G×SI gives {pct('G×SI', 1, True)} / {pct('G×SI', I, True)} and the plain gradient G "
-            f"{pct('G (control)', 1)} / {pct('G (control)', I)}. G×SI's mask puts {sh('G×SI')} of its mass on object pixels "
-            f"(objects: {100 * x['object_pixel_share'][ds]:.1f}% of the pixels): the mask " + ("does" if favour else "does not")
-            + " favour object pixels, and the prediction-targeted run shows how much of any rise needs the label.") + _spread(res, c)
+    return (
+        f"label-targeted G×SI goes from {pct('G×SI', 0)} to {pct('G×SI', 1)} at i = 1 and {pct('G×SI', I)} at i = {I}; "
+        f"prediction-targeted G×SI gives {pct('G×SI', 1, True)} / {pct('G×SI', I, True)} and the plain gradient G "
+        f"{pct('G (control)', 1)} / {pct('G (control)', I)}. G×SI's mask puts {sh('G×SI')} of its mass on object pixels "
+        f"(objects: {100 * x['object_pixel_share'][ds]:.1f}% of the pixels): the mask "
+        + ("does" if favour else "does not")
+        + " favour object pixels, and the prediction-targeted run shows how much of any rise needs the label."
+    ) + _spread(res, c)
+
 
 def _diagnose_mia_b2(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
     i10 = min(10, I)
-    return (f"G×I reaches {pct('G×I', i10)} and G×SI {pct('G×SI', i10)} at i = {i10}; object mass share of the masks: "
-            f"G×I {sh('G×I')}, G×SI {sh('G×SI')}.") + _spread(res, c)
+    return (
+        f"G×I reaches {pct('G×I', i10)} and G×SI {pct('G×SI', i10)} at i = {i10}; object mass share of the masks: "
+        f"G×I {sh('G×I')}, G×SI {sh('G×SI')}."
+    ) + _spread(res, c)
+
 
 def _diagnose_mia_c(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
     m = _SLUG[c["key"].split("/")[2]]
-    return (f"{m} is at {pct(m, 3)} at i = 3 against Q_0 = {pct(m, 0)} (fresh-random mask: {pct('random (control)', 3)}); "
-            f"its mask puts {sh(m)} of its mass on object pixels, so it keeps the object rather than washing it out.") + _spread(res, c)
+    return (
+        f"{m} is at {pct(m, 3)} at i = 3 against Q_0 = {pct(m, 0)} (fresh-random mask: {pct('random (control)', 3)}); "
+        f"its mask puts {sh(m)} of its mass on object pixels, so it keeps the object rather than washing it out."
+    ) + _spread(res, c)
+
 
 def _diagnose_mia_g(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
-    return (f"G reaches {pct('G (control)', I)} at i = {I} against G×SI's {pct('G×SI', I)}; object mass share: G {sh('G (control)')}, "
-            f"G×SI {sh('G×SI')}. Multiplying by sign(z) flips the gradient wherever z < 0, i.e. on the whole background of these "
-            "(x − mean)/std inputs, and the object share above measures how much that moves the mask.") + _spread(res, c)
+    return (
+        f"G reaches {pct('G (control)', I)} at i = {I} against G×SI's {pct('G×SI', I)}; object mass share: G {sh('G (control)')}, "
+        f"G×SI {sh('G×SI')}. Multiplying by sign(z) flips the gradient wherever z < 0, i.e. on the whole background of these "
+        "(x − mean)/std inputs, and the object share above measures how much that moves the mask."
+    ) + _spread(res, c)
+
 
 def _diagnose_mia_random(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
     m = _SLUG[c["key"].split("/")[2]]
-    return (f"{m} gives {pct(m, I)} at i = {I}, the fresh-random mask {pct('random (control)', I)}; object mass share "
-            f"{sh(m)} vs random {sh('random (control)')}.") + _spread(res, c)
+    return (
+        f"{m} gives {pct(m, I)} at i = {I}, the fresh-random mask {pct('random (control)', I)}; object mass share "
+        f"{sh(m)} vs random {sh('random (control)')}."
+    ) + _spread(res, c)
+
 
 def _diagnose_mia_label_free(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
@@ -654,21 +1003,38 @@ def _diagnose_mia_label_free(res: Result, c: dict) -> str:
     if q is None or qp is None:
         return c["detail"]
     up, lab = 100 * (qp[1] - qp[0]), 100 * (q[1] - q[0])
-    return (f"without the label the G×SI mask takes Q from {pct('G×SI', 0, True)} to {pct('G×SI', 1, True)} ({up:+.1f} pt), "
-            f"with the label from {pct('G×SI', 0)} to {pct('G×SI', 1)} ({lab:+.1f} pt): "
-            + ("the rise above Q_0 needs the label — the label-targeted mask carries label information rather than only "
-               "removing distractors." if lab > up + 1 else "the label adds little to the change; the mask alone does not "
-               "make the input easier to classify.")) + _spread(res, c)
+    return (
+        f"without the label the G×SI mask takes Q from {pct('G×SI', 0, True)} to {pct('G×SI', 1, True)} ({up:+.1f} pt), "
+        f"with the label from {pct('G×SI', 0)} to {pct('G×SI', 1)} ({lab:+.1f} pt): "
+        + (
+            "the rise above Q_0 needs the label — the label-targeted mask carries label information rather than only "
+            "removing distractors."
+            if lab > up + 1
+            else "the label adds little to the change; the mask alone does not make the input easier to classify."
+        )
+    ) + _spread(res, c)
+
 
 def _diagnose_mia_leakage(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
-    return (f"label-targeted {pct('G×SI', I)} vs prediction-targeted {pct('G×SI', I, True)} at i = {I}: no measurable label "
-            "information in the mask on this model.") + _spread(res, c)
+    return (
+        f"label-targeted {pct('G×SI', I)} vs prediction-targeted {pct('G×SI', I, True)} at i = {I}: no measurable label "
+        "information in the mask on this model."
+    ) + _spread(res, c)
 
-RULES.update({"mia/b1-q1": _judged(_diagnose_mia_b1), "mia/b1-qi": _judged(_diagnose_mia_b1),
-              "mia/b2-gxsi-over-gxi": _judged(_diagnose_mia_b2), "mia/c-falls": _judged(_diagnose_mia_c),
-              "mia/gxsi-over-g": _judged(_diagnose_mia_g), "mia/over-random": _judged(_diagnose_mia_random),
-              "mia/label-free-b1": _judged(_diagnose_mia_label_free), "mia/label-leakage": _judged(_diagnose_mia_leakage)})
+
+RULES.update(
+    {
+        "mia/b1-q1": _judged(_diagnose_mia_b1),
+        "mia/b1-qi": _judged(_diagnose_mia_b1),
+        "mia/b2-gxsi-over-gxi": _judged(_diagnose_mia_b2),
+        "mia/c-falls": _judged(_diagnose_mia_c),
+        "mia/gxsi-over-g": _judged(_diagnose_mia_g),
+        "mia/over-random": _judged(_diagnose_mia_random),
+        "mia/label-free-b1": _judged(_diagnose_mia_label_free),
+        "mia/label-leakage": _judged(_diagnose_mia_leakage),
+    }
+)
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #7f3e9a11
 def mia_figure(res: Result):
@@ -676,20 +1042,40 @@ def mia_figure(res: Result):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
     from attribkit.viz import plot_curves
+
     x, I = res.extra, res.extra["iterations"]
-    fig, axes = plt.subplots(len(x["curves"]), 2, figsize=(11, 3.8 * len(x["curves"]) + 0.9), sharex=True, sharey=True,
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(x["curves"]),
+        2,
+        figsize=(11, 3.8 * len(x["curves"]) + 0.9),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
     handles = {}
     for ax, ds in zip(axes, x["curves"]):
         curves = {m: [100 * v for v in q] for m, q in x["curves"][ds].items()}
         if "G×SI" in x["curves_pred"][ds]:
             curves["G×SI (prediction-targeted)"] = [100 * v for v in x["curves_pred"][ds]["G×SI"]]
-        plot_curves(list(range(I + 1)), curves, ax=ax[0], xlabel="iteration i", ylabel="MIA Q_i (%) ↑",
-                    title=f"ours: {x['models'][ds]}\n({res.run.scale}, mean of {len(res.run.seeds)} seed(s))")
+        plot_curves(
+            list(range(I + 1)),
+            curves,
+            ax=ax[0],
+            xlabel="iteration i",
+            ylabel="MIA Q_i (%) ↑",
+            title=f"ours: {x['models'][ds]}\n({res.run.scale}, mean of {len(res.run.seeds)} seed(s))",
+        )
         q0, rows, tab = PAPER_MIA[ds]
-        plot_curves(list(range(20)), {m: [q0] + v for m, v in rows.items()}, ax=ax[1], xlabel="iteration i",
-                    ylabel="MIA Q_i (%) ↑", title=f"paper: NIB VGG16 on {DATASET_NAMES[ds]} ({tab})")
-        colour = {l.get_label(): l.get_color() for l in ax[0].get_lines()}   # one colour per method in both panels
+        plot_curves(
+            list(range(20)),
+            {m: [q0] + v for m, v in rows.items()},
+            ax=ax[1],
+            xlabel="iteration i",
+            ylabel="MIA Q_i (%) ↑",
+            title=f"paper: NIB VGG16 on {DATASET_NAMES[ds]} ({tab})",
+        )
+        colour = {l.get_label(): l.get_color() for l in ax[0].get_lines()}  # one colour per method in both panels
         for l in ax[1].get_lines():
             l.set_color(colour.get(l.get_label(), l.get_color()))
         for a in ax:
@@ -706,14 +1092,23 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
     run, I, seeds, ds = s.run, iterations, s.run.seeds, s.datasets[0]
     test = D.first(s.splits[ds].test, n_images)
     H = {(n, k): _hits(s.models[ds, n, k], test, methods, I, seed=k) for n in s.names for k in seeds}
-    Q = {(n, m): np.array([[float(H[n, k][m][i].double().mean()) for i in range(I + 1)] for k in seeds])
-         for n in s.names for m in methods}
+    Q = {
+        (n, m): np.array([[float(H[n, k][m][i].double().mean()) for i in range(I + 1)] for k in seeds])
+        for n in s.names
+        for m in methods
+    }
     model = s.stand_in("NIB VGGs")
     SHOW = [i for i in (0, 1, 2, 3, 5, 9) if i <= I]
     cells = {f"{n} {m}": {i: C.mean_se(100 * Q[n, m][:, i]) for i in SHOW} for m in methods for n in s.names}
-    table = paper_table(cells, {f"{n} G×SI": dict(enumerate(v)) for n, v in TABLE8.items()}, SHOW, col="i = {}",
-                        corner="model, attribution", title=f"G×SI MIA Q_i by depth (%) ↑, {model}, {run.scale} scale (mean ± se "
-                        f"over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10 (Appendix Table 8)")
+    table = paper_table(
+        cells,
+        {f"{n} G×SI": dict(enumerate(v)) for n, v in TABLE8.items()},
+        SHOW,
+        col="i = {}",
+        corner="model, attribution",
+        title=f"G×SI MIA Q_i by depth (%) ↑, {model}, {run.scale} scale (mean ± se "
+        f"over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10 (Appendix Table 8)",
+    )
     measured = {f"{k} Q{i}": c for k, row in cells.items() for i, c in row.items()}
     measured.update({f"{n} test accuracy (%)": C.mean_se([100 * s.accuracy[ds, n, k] for k in seeds]) for n in s.names})
     paper = {f"{n} G×SI Q{i}": TABLE8[n][i] for n in s.names if n in TABLE8 for i in SHOW}
@@ -722,50 +1117,104 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
 
     def cl(key, text, needed, effect, names, paper_claim, role="evidence", compare="methods"):
         why = _missing(needed, methods) or _chance(s, names)
-        return _claim(effects, key, text, [] if why else [effect(k) for k in seeds], why, compare, paper_claim=paper_claim,
-                      role=role)
+        return _claim(
+            effects, key, text, [] if why else [effect(k) for k in seeds], why, compare, paper_claim=paper_claim, role=role
+        )
 
-    for n in [n for n in s.names if n not in NIB16]:   # NIB VGG16's rise is mask_table2_mia's claim (each number in one notebook)
+    for n in [n for n in s.names if n not in NIB16]:  # NIB VGG16's rise is mask_table2_mia's claim (each number in one notebook)
         slug = _slug(n)
-        claims += [cl(f"depth/q1-over-q0/{slug}", f"{n}: G×SI's Q_1 is above Q_0", ["G×SI"],
-                      lambda k, n=n: hit(n, k, "G×SI", 1) - hit(n, k, "G×SI", 0), [n], "mask/gxsi-gain-at-i1"),
-                   cl(f"depth/qi-over-q0/{slug}", f"{n}: G×SI's Q_{I} is above Q_0", ["G×SI"],
-                      lambda k, n=n: hit(n, k, "G×SI", I) - hit(n, k, "G×SI", 0), [n], "mask/gxsi-raises-mia"),
-                   cl(f"depth/over-random/{slug}", f"random control, {n}: G×SI's Q_{I} is above a fresh-random mask's (if not, "
-                      "MIA does not tell G×SI's mask from noise on this model)", ["G×SI", "random"],
-                      lambda k, n=n: hit(n, k, "G×SI", I) - hit(n, k, "random", I), [n], "mask/gxsi-raises-mia", "control")]
+        claims += [
+            cl(
+                f"depth/q1-over-q0/{slug}",
+                f"{n}: G×SI's Q_1 is above Q_0",
+                ["G×SI"],
+                lambda k, n=n: hit(n, k, "G×SI", 1) - hit(n, k, "G×SI", 0),
+                [n],
+                "mask/gxsi-gain-at-i1",
+            ),
+            cl(
+                f"depth/qi-over-q0/{slug}",
+                f"{n}: G×SI's Q_{I} is above Q_0",
+                ["G×SI"],
+                lambda k, n=n: hit(n, k, "G×SI", I) - hit(n, k, "G×SI", 0),
+                [n],
+                "mask/gxsi-raises-mia",
+            ),
+            cl(
+                f"depth/over-random/{slug}",
+                f"random control, {n}: G×SI's Q_{I} is above a fresh-random mask's (if not, "
+                "MIA does not tell G×SI's mask from noise on this model)",
+                ["G×SI", "random"],
+                lambda k, n=n: hit(n, k, "G×SI", I) - hit(n, k, "random", I),
+                [n],
+                "mask/gxsi-raises-mia",
+                "control",
+            ),
+        ]
     gain = lambda n, k: hit(n, k, "G×SI", 1) - hit(n, k, "G×SI", 0)
     a, b = "NIB VGG13-6", "NIB VGG16"
     if a in s.names and b in s.names:
-        claims.append(cl("depth/deeper-slower", f"deeper converges more slowly: G×SI's gain Q_1 − Q_0 is larger on {a} than on {b}",
-                         ["G×SI"], lambda k: gain(a, k) - gain(b, k), [a, b], "mask/deeper-slower", compare="models"))
+        claims.append(
+            cl(
+                "depth/deeper-slower",
+                f"deeper converges more slowly: G×SI's gain Q_1 − Q_0 is larger on {a} than on {b}",
+                ["G×SI"],
+                lambda k: gain(a, k) - gain(b, k),
+                [a, b],
+                "mask/deeper-slower",
+                compare="models",
+            )
+        )
     curves = {f"{n} {m}": list(Q[n, m].mean(0)) for n in s.names for m in methods}
-    res = Result(run, tables=[table], measured=measured, paper=paper, claims=claims, stand_ins=_stand_ins(s, s.names),
-                 extra={"data": s.splits[ds].name, "model": model, "mia_images": len(test), "iterations": I,
-                        "models": s.names, "test_accuracy": {f"{n} seed {k}": s.accuracy[ds, n, k] for n in s.names for k in seeds},
-                        "curves": curves, "effects": effects})
+    res = Result(
+        run,
+        tables=[table],
+        measured=measured,
+        paper=paper,
+        claims=claims,
+        stand_ins=_stand_ins(s, s.names),
+        extra={
+            "data": s.splits[ds].name,
+            "model": model,
+            "mia_images": len(test),
+            "iterations": I,
+            "models": s.names,
+            "test_accuracy": {f"{n} seed {k}": s.accuracy[ds, n, k] for n in s.names for k in seeds},
+            "curves": curves,
+            "effects": effects,
+        },
+    )
     diagnose(res, RULES)
     return res
+
 
 def _slug(name: str) -> str:
     "A model or method name as part of a claim key: 'NIB VGG16 + BNB + LB' → 'vgg16+bnb+lb', 'WRN-10-2' → 'wrn-10-2'."
     return "".join(ch for ch in name.lower().replace("nib ", "").replace("×", "x") if ch.isalnum() or ch in "+-._=")
 
+
 def _by_slug(res: Result, c: dict, part: int = 2) -> str:
     "The model of the result whose slug is part `part` of the claim's key."
     return {_slug(n): n for n in res.extra["models"]}[c["key"].split("/")[part]]
+
 
 def _diagnose_depth_gain(res: Result, c: dict) -> str:
     "Why 'deeper converges more slowly' does not hold: the gains at i = 1 by depth."
     q = res.extra["curves"]
     pct = lambda n, i: f"{100 * q[f'{n} G×SI'][i]:.1f}%"
     g = {n: 100 * (q[f"{n} G×SI"][1] - q[f"{n} G×SI"][0]) for n in res.extra["models"]}
-    return (f"gain at i = 1: VGG13-6 {pct('NIB VGG13-6', 1)} from {pct('NIB VGG13-6', 0)}, "
-            f"VGG16 {pct('NIB VGG16', 1)} from {pct('NIB VGG16', 0)}; gains by depth (pt): "
-            + ", ".join(f"{n.replace('NIB ', '')} {v:+.1f}" for n, v in g.items())
-            + (". The gains do not fall monotonically with depth: depth is not what orders the convergence here."
-               if any(np.diff(list(g.values())) > 0) else ". The gains fall with depth, but the difference is within noise.")
-            + _spread(res, c))
+    return (
+        f"gain at i = 1: VGG13-6 {pct('NIB VGG13-6', 1)} from {pct('NIB VGG13-6', 0)}, "
+        f"VGG16 {pct('NIB VGG16', 1)} from {pct('NIB VGG16', 0)}; gains by depth (pt): "
+        + ", ".join(f"{n.replace('NIB ', '')} {v:+.1f}" for n, v in g.items())
+        + (
+            ". The gains do not fall monotonically with depth: depth is not what orders the convergence here."
+            if any(np.diff(list(g.values())) > 0)
+            else ". The gains fall with depth, but the difference is within noise."
+        )
+        + _spread(res, c)
+    )
+
 
 def _diagnose_depth(res: Result, c: dict) -> str:
     "Why a per-depth claim does not hold: both arms' curves, the random control, the accuracies and the headroom above Q_0."
@@ -779,15 +1228,23 @@ def _diagnose_depth(res: Result, c: dict) -> str:
     if c["verdict"] == "inconclusive" and head < 5:
         end = " — too little for a rise to clear two standard errors over this many units."
     elif c["verdict"] == "fails" and not random_claim:
-        end = (f"; the masked input is classified worse than the clean one at i = {i}, " +
-               ("though better than under the fresh-random mask." if beats_random else
-                "and no better than under the fresh-random mask."))
+        end = f"; the masked input is classified worse than the clean one at i = {i}, " + (
+            "though better than under the fresh-random mask."
+            if beats_random
+            else "and no better than under the fresh-random mask."
+        )
     else:
         end = "."
-    return (f"{n}: G×SI Q_0 {pct('G×SI', 0)}, Q_1 {pct('G×SI', 1)}, Q_{I} {pct('G×SI', I)}; fresh-random mask "
-            f"Q_1 {pct('random', 1)}, Q_{I} {pct('random', I)}. Test accuracy " + ", ".join(f"{100 * a:.1f}%" for a in accs)
-            + f"; headroom above Q_0: {head:.1f} pt" + end + " A label-free check of the same masks is in mask_table2_mia."
-            + _spread(res, c))
+    return (
+        f"{n}: G×SI Q_0 {pct('G×SI', 0)}, Q_1 {pct('G×SI', 1)}, Q_{I} {pct('G×SI', I)}; fresh-random mask "
+        f"Q_1 {pct('random', 1)}, Q_{I} {pct('random', I)}. Test accuracy "
+        + ", ".join(f"{100 * a:.1f}%" for a in accs)
+        + f"; headroom above Q_0: {head:.1f} pt"
+        + end
+        + " A label-free check of the same masks is in mask_table2_mia."
+        + _spread(res, c)
+    )
+
 
 RULES.update({"depth": _judged(_diagnose_depth), "depth/deeper-slower": _judged(_diagnose_depth_gain)})
 
@@ -796,25 +1253,43 @@ def depth_figure(res: Result):
     "Measured G×SI MIA by depth (random control dashed) beside the paper's Table 8, shared y-axis."
     import matplotlib.pyplot as plt
     from attribkit.viz import plot_curves
+
     x, I = res.extra, res.extra["iterations"]
     fig, ax = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    plot_curves(list(range(I + 1)), {n: [100 * v for v in x["curves"][f"{n} G×SI"]] for n in x["models"]}, ax=ax[0],
-                xlabel="iteration i", ylabel="G×SI MIA Q_i (%) ↑",
-                title=f"ours: {x['model']}\n({res.run.scale}); dashed gray: fresh-random mask")
+    plot_curves(
+        list(range(I + 1)),
+        {n: [100 * v for v in x["curves"][f"{n} G×SI"]] for n in x["models"]},
+        ax=ax[0],
+        xlabel="iteration i",
+        ylabel="G×SI MIA Q_i (%) ↑",
+        title=f"ours: {x['model']}\n({res.run.scale}); dashed gray: fresh-random mask",
+    )
     for n in x["models"]:
         if f"{n} random" in x["curves"]:
             ax[0].plot(range(I + 1), [100 * v for v in x["curves"][f"{n} random"]], ls="--", lw=0.8, color="gray")
-    plot_curves(list(range(10)), TABLE8, ax=ax[1], xlabel="iteration i", ylabel="G×SI MIA Q_i (%) ↑",
-                title="paper: NIB VGGs on CIFAR-10 (Appendix Table 8)")
+    plot_curves(
+        list(range(10)),
+        TABLE8,
+        ax=ax[1],
+        xlabel="iteration i",
+        ylabel="G×SI MIA Q_i (%) ↑",
+        title="paper: NIB VGGs on CIFAR-10 (Appendix Table 8)",
+    )
     for a in ax:
         a.title.set_fontsize(9)
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #dc0b1aca
-STUDENT_ARMS = {"w/o": None, "w/ i=3": ("gxsi", 3, "label"), "w/ i=10": ("gxsi", 10, "label"),
-                "label-free w/ i=3": ("gxsi", 3, "pred"), "random w/ i=3": ("random", 3, "label")}
-CONTROL_ARMS = ("label-free w/ i=3", "random w/ i=3")   # trained for the first student only
+STUDENT_ARMS = {
+    "w/o": None,
+    "w/ i=3": ("gxsi", 3, "label"),
+    "w/ i=10": ("gxsi", 10, "label"),
+    "label-free w/ i=3": ("gxsi", 3, "pred"),
+    "random w/ i=3": ("random", 3, "label"),
+}
+CONTROL_ARMS = ("label-free w/ i=3", "random w/ i=3")  # trained for the first student only
+
 
 @torch.no_grad()
 def hits(model: nn.Module, data: Dataset, dev="cpu", bs: int = 256) -> torch.Tensor:
@@ -822,10 +1297,12 @@ def hits(model: nn.Module, data: Dataset, dev="cpu", bs: int = 256) -> torch.Ten
     model.eval().to(dev)
     return torch.cat([(model(x.to(dev)).argmax(1).cpu() == y) for x, y, *_ in DataLoader(data, batch_size=bs)]).double()
 
+
 def input_norm_kept(plain: Dataset, masked: TensorDataset) -> float:
     "Median over images of ‖z0⊙m*‖ / ‖z0‖: how much of the input's norm a mask keeps (the students see inputs this much smaller)."
     x0 = plain.tensors[0] if isinstance(plain, TensorDataset) else torch.cat([b[0] for b in DataLoader(plain, batch_size=256)])
     return float((masked.tensors[0].flatten(1).norm(dim=1) / x0.flatten(1).norm(dim=1).clamp_min(1e-12)).median())
+
 
 def students(s: Setup) -> dict:
     "Student name → (model function, config) for the setup's data: NIB VGG13-6 and a WRN (WRN-40-4 at paper scale, WRN-10-2 at widths ÷4 below)."
@@ -833,14 +1310,21 @@ def students(s: Setup) -> dict:
     ch, size, K = sp.train[0][0].shape[0], sp.train[0][0].shape[-1], sp.num_classes
     paper = s.run.scale == "paper"
     w, wrn = (1, "WRN-40-4") if paper else (16, "WRN-10-2")
-    return {"NIB VGG13-6": (M.nib_vgg, dict(cfg="vgg13-6", num_classes=K, in_channels=ch, input_size=size, width=w,
-                                           dropout=0.0, init="kaiming")),
-            wrn: (M.wrn, dict(depth=40 if paper else 10, widen=4 if paper else 2, num_classes=K, in_channels=ch,
-                              width=max(1, w // 4)))}
+    return {
+        "NIB VGG13-6": (
+            M.nib_vgg,
+            dict(cfg="vgg13-6", num_classes=K, in_channels=ch, input_size=size, width=w, dropout=0.0, init="kaiming"),
+        ),
+        wrn: (
+            M.wrn,
+            dict(depth=40 if paper else 10, widen=4 if paper else 2, num_classes=K, in_channels=ch, width=max(1, w // 4)),
+        ),
+    }
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #225da238
-def train_students(s: Setup, students: dict, arms: dict, control_arms=CONTROL_ARMS, n_train: int | None = None,
-                   n_test: int | None = None) -> Result:
+def train_students(
+    s: Setup, students: dict, arms: dict, control_arms=CONTROL_ARMS, n_train: int | None = None, n_test: int | None = None
+) -> Result:
     "Table 4: per seed, the teacher masks the first `n_train` training and `n_test` test images per arm (None: plain; else (method, i, target)); each student is trained on the masked training set and tested on the equally masked test set (`control_arms` for the first student only); the claims and their diagnoses."
     run, seeds, ds = s.run, s.run.seeds, s.datasets[0]
     plain, splits = s.plain(ds), s.splits[ds]
@@ -857,10 +1341,19 @@ def train_students(s: Setup, students: dict, arms: dict, control_arms=CONTROL_AR
             else:
                 meth, i, tgt = spec
                 key = f"{splits.name}-{run.scale}-teacher-{fp}-{meth}-i{i}-{tgt}-n{len(tr0)}-{len(te0)}"
-                tr = mask_dataset(teacher, tr0, meth, i, cache=M.cache_dir() / f"masked-{key}-train.pt", progress=False,
-                                  target=tgt, seed=k)
-                te = mask_dataset(teacher, te0, meth, i, cache=M.cache_dir() / f"masked-{key}-test.pt", progress=False,
-                                  target=tgt, seed=k + 1000)
+                tr = mask_dataset(
+                    teacher, tr0, meth, i, cache=M.cache_dir() / f"masked-{key}-train.pt", progress=False, target=tgt, seed=k
+                )
+                te = mask_dataset(
+                    teacher,
+                    te0,
+                    meth,
+                    i,
+                    cache=M.cache_dir() / f"masked-{key}-test.pt",
+                    progress=False,
+                    target=tgt,
+                    seed=k + 1000,
+                )
                 kept[arm, k] = input_norm_kept(te0, te)
             for sn, (fn, cfg) in students.items():
                 if arm in control_arms and sn != first:
@@ -868,35 +1361,67 @@ def train_students(s: Setup, students: dict, arms: dict, control_arms=CONTROL_AR
                 model, _ = M.train_cached(fn, cfg, tr, key, recipe, seed=k, device=run.dev, progress=False)
                 hit[sn, arm, k] = hits(model, te, run.dev)
                 acc[sn, arm, k] = float(hit[sn, arm, k].mean())
-        print(f"seed {k}: teacher NIB VGG16 test accuracy {100 * teacher_acc[k]:.1f}%; students " +
-              ", ".join(f"{a[0]} {a[1]} {100 * v:.1f}%" for a, v in acc.items() if a[2] == k))
+        print(
+            f"seed {k}: teacher NIB VGG16 test accuracy {100 * teacher_acc[k]:.1f}%; students "
+            + ", ".join(f"{a[0]} {a[1]} {100 * v:.1f}%" for a, v in acc.items() if a[2] == k)
+        )
     names = list(students)
-    cells = {sn: {arm: C.mean_se([100 * acc[sn, arm, k] for k in seeds]) for arm in arms if (sn, arm, seeds[0]) in acc}
-             for sn in names}
+    cells = {
+        sn: {arm: C.mean_se([100 * acc[sn, arm, k] for k in seeds]) for arm in arms if (sn, arm, seeds[0]) in acc} for sn in names
+    }
     wrn, model = names[-1], s.stand_in("NIB VGG16")
-    table = paper_table(cells, {"NIB VGG13-6": TABLE4["NIB VGG13-6"], wrn: TABLE4["WRN-40-4"]}, list(arms), corner="student",
-                        title=f"Student test accuracy (%) ↑ on the equally masked test set, teacher {model}, {run.scale} scale "
-                              f"(mean ± se over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10, teacher NIB VGG16"
-                              + ("" if run.scale == "paper" else f" ({wrn} stands in for WRN-40-4)"))
-    measured = {f"{a[0]} {a[1]}": C.mean_se([100 * acc[a[0], a[1], k] for k in seeds]) for a in dict.fromkeys((a, b) for a, b, _ in acc)}
+    table = paper_table(
+        cells,
+        {"NIB VGG13-6": TABLE4["NIB VGG13-6"], wrn: TABLE4["WRN-40-4"]},
+        list(arms),
+        corner="student",
+        title=f"Student test accuracy (%) ↑ on the equally masked test set, teacher {model}, {run.scale} scale "
+        f"(mean ± se over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10, teacher NIB VGG16"
+        + ("" if run.scale == "paper" else f" ({wrn} stands in for WRN-40-4)"),
+    )
+    measured = {
+        f"{a[0]} {a[1]}": C.mean_se([100 * acc[a[0], a[1], k] for k in seeds]) for a in dict.fromkeys((a, b) for a, b, _ in acc)
+    }
     measured["teacher NIB VGG16 test accuracy (%)"] = C.mean_se([100 * teacher_acc[k] for k in seeds])
     effects = {}
     claims = _student_claims(effects, hit, acc, names, list(arms), seeds, splits.num_classes)
     stand_ins = {f"teacher {k}": v for k, v in _stand_ins(s, ["NIB VGG16"]).items()}
-    stand_ins.update({_student_stand_in(s, sn, students[sn][1]): float(np.mean([acc[sn, "w/o", k] for k in seeds]))
-                      for sn in names if (sn, "w/o", seeds[0]) in acc})
-    res = Result(run, tables=[table], measured=measured, paper={f"{sn} {arm}": v for sn, d in TABLE4.items() for arm, v in d.items()},
-                 claims=claims, stand_ins=stand_ins,
-                 extra={"data": splits.name, "num_classes": splits.num_classes, "teacher": model, "students": names, "arms": list(arms), "first": first,
-                        "teacher_accuracy": {str(k): teacher_acc[k] for k in seeds},
-                        "student_accuracy": {f"{a[0]} {a[1]} seed {a[2]}": v for a, v in acc.items()},
-                        "accuracy": {sn: {arm: [acc[sn, arm, k] for k in seeds] for arm in arms if (sn, arm, seeds[0]) in acc}
-                                     for sn in names},
-                        "student_train_images": len(D.first(plain.train, n_train)), "student_recipe": dict(recipe),
-                        "input_norm_kept": {f"{a} seed {k}": v for (a, k), v in kept.items()},
-                        "kept": {a: [kept[a, k] for k in seeds] for a in arms if (a, seeds[0]) in kept}, "effects": effects})
+    stand_ins.update(
+        {
+            _student_stand_in(s, sn, students[sn][1]): float(np.mean([acc[sn, "w/o", k] for k in seeds]))
+            for sn in names
+            if (sn, "w/o", seeds[0]) in acc
+        }
+    )
+    res = Result(
+        run,
+        tables=[table],
+        measured=measured,
+        paper={f"{sn} {arm}": v for sn, d in TABLE4.items() for arm, v in d.items()},
+        claims=claims,
+        stand_ins=stand_ins,
+        extra={
+            "data": splits.name,
+            "num_classes": splits.num_classes,
+            "teacher": model,
+            "students": names,
+            "arms": list(arms),
+            "first": first,
+            "teacher_accuracy": {str(k): teacher_acc[k] for k in seeds},
+            "student_accuracy": {f"{a[0]} {a[1]} seed {a[2]}": v for a, v in acc.items()},
+            "accuracy": {
+                sn: {arm: [acc[sn, arm, k] for k in seeds] for arm in arms if (sn, arm, seeds[0]) in acc} for sn in names
+            },
+            "student_train_images": len(D.first(plain.train, n_train)),
+            "student_recipe": dict(recipe),
+            "input_norm_kept": {f"{a} seed {k}": v for (a, k), v in kept.items()},
+            "kept": {a: [kept[a, k] for k in seeds] for a in arms if (a, seeds[0]) in kept},
+            "effects": effects,
+        },
+    )
     diagnose(res, RULES)
     return res
+
 
 def _student_stand_in(s: Setup, sn: str, cfg: dict) -> str:
     "A student named as what it is (e.g. 'WRN-10-2 student at widths ÷4 on Fashion-MNIST 32×32 (stand-in for WRN-40-4 on CIFAR-10)')."
@@ -907,26 +1432,69 @@ def _student_stand_in(s: Setup, sn: str, cfg: dict) -> str:
     data_ = "scikit-learn digits" if s.run.scale == "smoke" else "Fashion-MNIST 32×32"
     return f"{sn} student" + (f" at widths ÷{w}" if w != 1 else "") + f" on {data_} (stand-in for {paper} on {ds})"
 
+
 def _student_claims(effects: dict, hit: dict, acc: dict, names: list, arms: list, seeds: list, K: int) -> list:
     "(e) per student and i ∈ {3, 10}: masked beats unmasked (evidence of `mask/students`); the random control and the label-free / label-use diagnostics (the first student); students are trained models, so the units are seeds."
     S0 = names[0]
 
     def cl(key, text, sn, a, b, role="evidence"):
         gone = [x for x in (a, b) if (sn, x, seeds[0]) not in acc]
-        why = (f"arm {', '.join(gone)} not trained for {sn} in this run" if gone else
-               C.chance_reason([acc[sn, x, k] for x in (a, b) for k in seeds], K, f"{sn} (arms {a}, {b})"))
-        return _claim(effects, key, text, [] if why else [hit[sn, a, k] - hit[sn, b, k] for k in seeds], why, compare="models",
-                      paper_claim="mask/students", role=role)
+        why = (
+            f"arm {', '.join(gone)} not trained for {sn} in this run"
+            if gone
+            else C.chance_reason([acc[sn, x, k] for x in (a, b) for k in seeds], K, f"{sn} (arms {a}, {b})")
+        )
+        return _claim(
+            effects,
+            key,
+            text,
+            [] if why else [hit[sn, a, k] - hit[sn, b, k] for k in seeds],
+            why,
+            compare="models",
+            paper_claim="mask/students",
+            role=role,
+        )
 
-    claims = [cl(f"students/masked-over-plain/{_slug(sn)}/i{i}", f"(e) {sn} trained on G×SI-masked data (i={i}) beats its "
-                 "unmasked accuracy", sn, f"w/ i={i}", "w/o") for sn in names for i in (3, 10)]
-    claims += [cl(f"students/label-free-over-plain/{_slug(S0)}", f"diagnostic (label-free): {S0} trained on "
-                  "prediction-targeted G×SI masks (i=3) beats its unmasked accuracy", S0, "label-free w/ i=3", "w/o", "diagnostic"),
-               cl(f"students/over-random/{_slug(S0)}", f"random control: {S0} on label-targeted G×SI masks (i=3) beats one on "
-                  "fresh-random masks (i=3) (if not, any shrinking mask does as well)", S0, "w/ i=3", "random w/ i=3", "control"),
-               cl(f"students/label-leakage/{_slug(S0)}", f"diagnostic (label use): {S0} on label-targeted G×SI masks (i=3) beats "
-                  "one on prediction-targeted masks (i=3)", S0, "w/ i=3", "label-free w/ i=3", "diagnostic")]
+    claims = [
+        cl(
+            f"students/masked-over-plain/{_slug(sn)}/i{i}",
+            f"(e) {sn} trained on G×SI-masked data (i={i}) beats its unmasked accuracy",
+            sn,
+            f"w/ i={i}",
+            "w/o",
+        )
+        for sn in names
+        for i in (3, 10)
+    ]
+    claims += [
+        cl(
+            f"students/label-free-over-plain/{_slug(S0)}",
+            f"diagnostic (label-free): {S0} trained on prediction-targeted G×SI masks (i=3) beats its unmasked accuracy",
+            S0,
+            "label-free w/ i=3",
+            "w/o",
+            "diagnostic",
+        ),
+        cl(
+            f"students/over-random/{_slug(S0)}",
+            f"random control: {S0} on label-targeted G×SI masks (i=3) beats one on "
+            "fresh-random masks (i=3) (if not, any shrinking mask does as well)",
+            S0,
+            "w/ i=3",
+            "random w/ i=3",
+            "control",
+        ),
+        cl(
+            f"students/label-leakage/{_slug(S0)}",
+            f"diagnostic (label use): {S0} on label-targeted G×SI masks (i=3) beats one on prediction-targeted masks (i=3)",
+            S0,
+            "w/ i=3",
+            "label-free w/ i=3",
+            "diagnostic",
+        ),
+    ]
     return claims
+
 
 def _diagnose_students(res: Result, c: dict) -> str:
     "Why a student claim does not hold, from the arms of this run (plain, label-targeted, label-free, fresh-random) and the input norm the masks keep."
@@ -941,31 +1509,47 @@ def _diagnose_students(res: Result, c: dict) -> str:
     if "w/o" in accs[sn] and C.chance_reason(accs[sn]["w/o"], x["num_classes"]):
         return f"{sn} is at chance on the plain data too ({A(sn, 'w/o')}): the student did not learn, so no arm can be compared."
     d = lambda n, arm: np.mean([a - b for a, b in zip(accs[n].get(arm, []), accs[n]["w/o"])]) if arm in accs[n] else float("nan")
-    if sn != S0:   # a standard (biased, BN-shifted) student: does its loss follow the input shrinkage?
-        shrink = (f"{sn}: plain {A(sn, 'w/o')}, masked i=3 {A(sn, 'w/ i=3')}, i=10 {A(sn, 'w/ i=10')}; the NIB student {S0}: "
-                  f"plain {A(S0, 'w/o')}, i=3 {A(S0, 'w/ i=3')}, i=10 {A(S0, 'w/ i=10')}. Experiment: the teacher's masks keep a "
-                  f"median {K('w/ i=3')} of the input norm at i=3 and {K('w/ i=10')} at i=10 (label-free i=3 {K('label-free w/ i=3')}, "
-                  f"fresh-random i=3 {K('random w/ i=3')}). ")
-        return shrink + ("The scale-invariant NIB student keeps its accuracy on the same masked data while the "
-                         f"{sn} (layer biases and batch-norm shifts, not scale-invariant) loses it: the failure follows the input "
-                         "shrinkage — as the rescaling diagnostic of mask_table5_bias shows for biased models — rather than the "
-                         "features the mask keeps." if d(S0, "w/ i=3") > d(sn, "w/ i=3") + 0.02 else
-                         "Both students lose accuracy on the masked data alike: the masks remove input the students use.") + _spread(res, c)
+    if sn != S0:  # a standard (biased, BN-shifted) student: does its loss follow the input shrinkage?
+        shrink = (
+            f"{sn}: plain {A(sn, 'w/o')}, masked i=3 {A(sn, 'w/ i=3')}, i=10 {A(sn, 'w/ i=10')}; the NIB student {S0}: "
+            f"plain {A(S0, 'w/o')}, i=3 {A(S0, 'w/ i=3')}, i=10 {A(S0, 'w/ i=10')}. Experiment: the teacher's masks keep a "
+            f"median {K('w/ i=3')} of the input norm at i=3 and {K('w/ i=10')} at i=10 (label-free i=3 {K('label-free w/ i=3')}, "
+            f"fresh-random i=3 {K('random w/ i=3')}). "
+        )
+        return (
+            shrink
+            + (
+                "The scale-invariant NIB student keeps its accuracy on the same masked data while the "
+                f"{sn} (layer biases and batch-norm shifts, not scale-invariant) loses it: the failure follows the input "
+                "shrinkage — as the rescaling diagnostic of mask_table5_bias shows for biased models — rather than the "
+                "features the mask keeps."
+                if d(S0, "w/ i=3") > d(sn, "w/ i=3") + 0.02
+                else "Both students lose accuracy on the masked data alike: the masks remove input the students use."
+            )
+            + _spread(res, c)
+        )
     leak = mean(S0, "w/ i=3") - mean(S0, "label-free w/ i=3")
-    return (f"{sn}: plain {A(sn, 'w/o')}, label-targeted i=3 {A(sn, 'w/ i=3')}, i=10 {A(sn, 'w/ i=10')}"
-            + (f"; {S0} label-free i=3 {A(S0, 'label-free w/ i=3')}, fresh-random i=3 {A(S0, 'random w/ i=3')}" if sn == S0 else "")
-            + f"; teacher accuracy {100 * np.mean(list(x['teacher_accuracy'].values())):.1f}%. "
-            + ("The label-targeted masks give more than the label-free ones: the gain comes from label information in the mask."
-               if leak > 0 else
-               "Label-targeted and label-free masks give students of similar accuracy: the masks carry little label "
-               "information here, and masking mostly removes input the student could have used.") + _spread(res, c))
+    return (
+        f"{sn}: plain {A(sn, 'w/o')}, label-targeted i=3 {A(sn, 'w/ i=3')}, i=10 {A(sn, 'w/ i=10')}"
+        + (f"; {S0} label-free i=3 {A(S0, 'label-free w/ i=3')}, fresh-random i=3 {A(S0, 'random w/ i=3')}" if sn == S0 else "")
+        + f"; teacher accuracy {100 * np.mean(list(x['teacher_accuracy'].values())):.1f}%. "
+        + (
+            "The label-targeted masks give more than the label-free ones: the gain comes from label information in the mask."
+            if leak > 0
+            else "Label-targeted and label-free masks give students of similar accuracy: the masks carry little label "
+            "information here, and masking mostly removes input the student could have used."
+        )
+        + _spread(res, c)
+    )
 
-RULES["students"] = _diagnose_students   # a collapsed student's claims are explained too
+
+RULES["students"] = _diagnose_students  # a collapsed student's claims are explained too
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #6c1d0e22
 def students_figure(res: Result):
     "Student accuracy per arm (bars) with the paper's values (black ticks) and the teacher's accuracy (dashed)."
     import matplotlib.pyplot as plt
+
     x = res.extra
     names, arms, accs = x["students"], x["arms"], x["accuracy"]
     fig, ax = plt.subplots(figsize=(8, 3.6))
@@ -975,8 +1559,15 @@ def students_figure(res: Result):
         ks = [k for k, sn in enumerate(names) if arm in accs[sn]]
         ax.bar([k + 0.16 * (j - k0) for k in ks], [100 * np.mean(accs[names[k]][arm]) for k in ks], width=0.16, label=arm)
         pk = [k for k in ks if arm in paper.get(names[k], {})]
-        ax.scatter([k + 0.16 * (j - k0) for k in pk], [paper[names[k]][arm] for k in pk], marker="_", s=200, color="k",
-                   label="paper (CIFAR-10)" if j == 0 else None, zorder=3)
+        ax.scatter(
+            [k + 0.16 * (j - k0) for k in pk],
+            [paper[names[k]][arm] for k in pk],
+            marker="_",
+            s=200,
+            color="k",
+            label="paper (CIFAR-10)" if j == 0 else None,
+            zorder=3,
+        )
     ax.axhline(100 * np.mean(list(x["teacher_accuracy"].values())), ls="--", color="gray", lw=0.8, label="teacher, unmasked test")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("student test accuracy (%) ↑")
@@ -989,7 +1580,10 @@ def students_figure(res: Result):
 # %% ../../nbs/papers/03_attribution_masks.ipynb #35d3f3a7
 NIB = "NIB VGG16"
 
-def bias_curves(s: Setup, methods: dict, iterations: int = 9, rescaled: dict | None = None, n_images: int | None = None) -> Result:
+
+def bias_curves(
+    s: Setup, methods: dict, iterations: int = 9, rescaled: dict | None = None, n_images: int | None = None
+) -> Result:
     "Table 5: label-targeted MIA Q_0..Q_I of `methods` (G×I, G×SI, the fresh-random control) on the NIB VGG16 and its biased variants, the same with z0⊙m* rescaled to ‖z0‖ for `rescaled`, the implicit bias, the claims and their diagnoses."
     run, I, seeds, ds = s.run, iterations, s.run.seeds, s.datasets[0]
     rescaled = dict(rescaled or {})
@@ -1012,24 +1606,43 @@ def bias_curves(s: Setup, methods: dict, iterations: int = 9, rescaled: dict | N
     SHOW = [i for i in (0, 1, 3, 5, 9) if i <= I]
     cells = {f"{v} {m}": {i: C.mean_se(100 * Q[v, m][:, i]) for i in SHOW} for v in s.names for m in methods}
     cells.update({f"{v} {m} (rescaled)": {i: C.mean_se(100 * Qr[v, m][:, i]) for i in SHOW} for m in rescaled for v in s.names})
-    table = paper_table(cells, {k: dict(enumerate(p)) for k, p in TABLE5.items()}, SHOW, col="i = {}", corner="model, attribution",
-                        title=f"MIA Q_i (%) ↑ with and without implicit bias, {model} and its biased variants, {run.scale} scale "
-                              f"(mean ± se over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10 (Table 5)")
+    table = paper_table(
+        cells,
+        {k: dict(enumerate(p)) for k, p in TABLE5.items()},
+        SHOW,
+        col="i = {}",
+        corner="model, attribution",
+        title=f"MIA Q_i (%) ↑ with and without implicit bias, {model} and its biased variants, {run.scale} scale "
+        f"(mean ± se over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10 (Table 5)",
+    )
     measured = {f"{k} Q{i}": c for k, row in cells.items() for i, c in row.items()}
     measured.update({f"{v} test accuracy (%)": C.mean_se([100 * s.accuracy[ds, v, k] for k in seeds]) for v in s.names})
     measured.update({f"{v} median implicit bias / |f_k|": float(np.median([bias[v, k] for k in seeds])) for v in s.names})
     effects = {}
     claims = _bias_claims(s, effects, H, Hr, I)
-    res = Result(run, tables=[table], measured=measured, paper={f"{k} Q{i}": p[i] for k, p in TABLE5.items() for i in SHOW},
-                 claims=claims, stand_ins=_stand_ins(s, s.names),
-                 extra={"data": s.splits[ds].name, "model": model, "models": s.names, "mia_images": len(test), "iterations": I,
-                        "test_accuracy": {f"{v} seed {k}": s.accuracy[ds, v, k] for v in s.names for k in seeds},
-                        "implicit_bias": {v: float(np.median([bias[v, k] for k in seeds])) for v in s.names},
-                        "curves": {f"{v} {m}": list(Q[v, m].mean(0)) for v in s.names for m in methods},
-                        "curves_rescaled": {f"{v} {m}": list(Qr[v, m].mean(0)) for v in s.names for m in rescaled},
-                        "effects": effects})
+    res = Result(
+        run,
+        tables=[table],
+        measured=measured,
+        paper={f"{k} Q{i}": p[i] for k, p in TABLE5.items() for i in SHOW},
+        claims=claims,
+        stand_ins=_stand_ins(s, s.names),
+        extra={
+            "data": s.splits[ds].name,
+            "model": model,
+            "models": s.names,
+            "mia_images": len(test),
+            "iterations": I,
+            "test_accuracy": {f"{v} seed {k}": s.accuracy[ds, v, k] for v in s.names for k in seeds},
+            "implicit_bias": {v: float(np.median([bias[v, k] for k in seeds])) for v in s.names},
+            "curves": {f"{v} {m}": list(Q[v, m].mean(0)) for v in s.names for m in methods},
+            "curves_rescaled": {f"{v} {m}": list(Qr[v, m].mean(0)) for v in s.names for m in rescaled},
+            "effects": effects,
+        },
+    )
     diagnose(res, RULES)
     return res
+
 
 def _bias_claims(s: Setup, effects: dict, H: dict, Hr: dict, I: int) -> list:
     "(d) biases lower G×SI's Q_5 (evidence of `mask/bias-breaks-mia`); the NIB model's G×SI beats the random control; the rescaling diagnostic. G×SI vs G×I on the NIB model is mask_table2_mia's claim (each number in one notebook)."
@@ -1040,20 +1653,55 @@ def _bias_claims(s: Setup, effects: dict, H: dict, Hr: dict, I: int) -> list:
     short = lambda v: v.replace(f"{NIB} + ", "")
 
     def cl(key, text, models, needed, effect, compare="methods", rescaled=False, role="evidence"):
-        why = (_missing(models, s.names) or _missing(needed, have_r if rescaled else have) or _chance(s, models))
-        return _claim(effects, key, text, [] if why else [effect(k) for k in seeds], why, compare,
-                      paper_claim="mask/bias-breaks-mia", role=role)
+        why = _missing(models, s.names) or _missing(needed, have_r if rescaled else have) or _chance(s, models)
+        return _claim(
+            effects,
+            key,
+            text,
+            [] if why else [effect(k) for k in seeds],
+            why,
+            compare,
+            paper_claim="mask/bias-breaks-mia",
+            role=role,
+        )
 
     biased = [v for v in s.names if v != NIB]
-    claims = [cl(f"bias/lowers-gxsi/{_slug(v)}", f"(d) with {short(v)} G×SI's Q_{i5} is lower than the NIB model's", [NIB, v],
-                 ["G×SI"], lambda k, v=v: hit(NIB, k, "G×SI", i5) - hit(v, k, "G×SI", i5), compare="models") for v in biased]
-    claims.append(cl("bias/over-random", f"random control: the NIB model's G×SI Q_{i5} is above a fresh-random mask's (if not, "
-                     "the NIB model's MIA is no reference to fall from)", [NIB], ["G×SI", "random"],
-                     lambda k: hit(NIB, k, "G×SI", i5) - hit(NIB, k, "random", i5), role="control"))
-    claims += [cl(f"bias/rescaling-raises/{_slug(v)}", f"diagnostic (input shrinkage): rescaling z0⊙m* to ‖z0‖ raises G×SI's "
-                  f"Q_{i5} on {NIB} + {short(v)}", [v], ["G×SI"], lambda k, v=v: hit(v, k, "G×SI", i5, Hr) - hit(v, k, "G×SI", i5),
-                  rescaled=True, role="diagnostic") for v in biased]
+    claims = [
+        cl(
+            f"bias/lowers-gxsi/{_slug(v)}",
+            f"(d) with {short(v)} G×SI's Q_{i5} is lower than the NIB model's",
+            [NIB, v],
+            ["G×SI"],
+            lambda k, v=v: hit(NIB, k, "G×SI", i5) - hit(v, k, "G×SI", i5),
+            compare="models",
+        )
+        for v in biased
+    ]
+    claims.append(
+        cl(
+            "bias/over-random",
+            f"random control: the NIB model's G×SI Q_{i5} is above a fresh-random mask's (if not, "
+            "the NIB model's MIA is no reference to fall from)",
+            [NIB],
+            ["G×SI", "random"],
+            lambda k: hit(NIB, k, "G×SI", i5) - hit(NIB, k, "random", i5),
+            role="control",
+        )
+    )
+    claims += [
+        cl(
+            f"bias/rescaling-raises/{_slug(v)}",
+            f"diagnostic (input shrinkage): rescaling z0⊙m* to ‖z0‖ raises G×SI's Q_{i5} on {NIB} + {short(v)}",
+            [v],
+            ["G×SI"],
+            lambda k, v=v: hit(v, k, "G×SI", i5, Hr) - hit(v, k, "G×SI", i5),
+            rescaled=True,
+            role="diagnostic",
+        )
+        for v in biased
+    ]
     return claims
+
 
 def _diagnose_bias(res: Result, c: dict) -> str:
     "Why a Table-5 claim does not hold, from the implicit bias, the rescaling diagnostic and the random control."
@@ -1067,14 +1715,22 @@ def _diagnose_bias(res: Result, c: dict) -> str:
     if parts[1] in ("lowers-gxsi", "rescaling-raises"):
         v = _by_slug(res, c)
         gap, gain = q(NIB, "G×SI", i5) - q(v, "G×SI", i5), q(v, "G×SI", i5, "curves_rescaled") - q(v, "G×SI", i5)
-        return (f"{v}: median |implicit bias|/|f_k| {ib(v)} (NIB {ib(NIB)}); G×SI Q_{i5} {pct(v, 'G×SI', i5)} (NIB {pct(NIB, 'G×SI', i5)}), "
-                f"rescaled to ‖z0‖ {pr(v, i5)} (NIB rescaled {pr(NIB, i5)}); fresh-random mask {pct(v, 'random', i5)}. "
-                + ("Rescaling recovers the gap: the bias effect is input shrinkage, not feature selection."
-                   if gain > 0.5 * gap > 0 else
-                   "The biased model's masked inputs are classified about as well as the NIB model's on this data: "
-                   f"the shrinking mask does not push it out of its operating range within {i5} iterations.") + _spread(res, c))
-    return (f"NIB VGG16: G×SI {pct(NIB, 'G×SI', i5)} / {pct(NIB, 'G×SI', I)} at i = {i5} / {I}, G×I {pct(NIB, 'G×I', I)} at "
-            f"i = {I}, fresh-random mask {pct(NIB, 'random', i5)} at i = {i5}." + _spread(res, c))
+        return (
+            f"{v}: median |implicit bias|/|f_k| {ib(v)} (NIB {ib(NIB)}); G×SI Q_{i5} {pct(v, 'G×SI', i5)} (NIB {pct(NIB, 'G×SI', i5)}), "
+            f"rescaled to ‖z0‖ {pr(v, i5)} (NIB rescaled {pr(NIB, i5)}); fresh-random mask {pct(v, 'random', i5)}. "
+            + (
+                "Rescaling recovers the gap: the bias effect is input shrinkage, not feature selection."
+                if gain > 0.5 * gap > 0
+                else "The biased model's masked inputs are classified about as well as the NIB model's on this data: "
+                f"the shrinking mask does not push it out of its operating range within {i5} iterations."
+            )
+            + _spread(res, c)
+        )
+    return (
+        f"NIB VGG16: G×SI {pct(NIB, 'G×SI', i5)} / {pct(NIB, 'G×SI', I)} at i = {i5} / {I}, G×I {pct(NIB, 'G×I', I)} at "
+        f"i = {I}, fresh-random mask {pct(NIB, 'random', i5)} at i = {i5}." + _spread(res, c)
+    )
+
 
 RULES["bias"] = _judged(_diagnose_bias)
 
@@ -1083,14 +1739,20 @@ def bias_figure(res: Result):
     "G×I and G×SI MIA per variant (ours solid, rescaled dotted, paper's Table 5 as crosses), shared y-axis."
     import matplotlib.pyplot as plt
     from attribkit.viz import plot_curves
+
     x, I = res.extra, res.extra["iterations"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     random = [100 * v for v in x["curves"].get(f"{NIB} random", [])[1:]]
     for ax, m in zip(axes, ("G×I", "G×SI")):
         vs = [v for v in x["models"] if f"{v} {m}" in x["curves"]]
-        plot_curves(list(range(I + 1)), {v: [100 * q for q in x["curves"][f"{v} {m}"]] for v in vs}, ax=ax,
-                    xlabel="iteration i", ylabel="MIA Q_i (%) ↑",
-                    title=f"{m}; x: paper (CIFAR-10, Table 5)" + ("; dotted: rescaled to ‖z0‖" if m == "G×SI" else ""))
+        plot_curves(
+            list(range(I + 1)),
+            {v: [100 * q for q in x["curves"][f"{v} {m}"]] for v in vs},
+            ax=ax,
+            xlabel="iteration i",
+            ylabel="MIA Q_i (%) ↑",
+            title=f"{m}; x: paper (CIFAR-10, Table 5)" + ("; dotted: rescaled to ‖z0‖" if m == "G×SI" else ""),
+        )
         for v, line in zip(vs, ax.get_lines()):
             if f"{v} {m}" in TABLE5:
                 ax.plot(range(10), TABLE5[f"{v} {m}"], ls="none", marker="x", ms=4, color=line.get_color())

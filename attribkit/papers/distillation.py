@@ -14,9 +14,19 @@ from torch import nn, Tensor
 from torch.utils.data import Dataset, Subset, TensorDataset
 from ..claims import PaperClaim, claim, mean_se, not_evaluable, unit_effects
 from ..data import first
-from ..distill import (distill, evaluate_compression, conv_names, conv_rates, l1_filter_prune,
-                               iterative_magnitude_prune, teacher_targets, forward_with_activation, swa_map,
-                               attribution_matching_loss, multilabel_kd_loss)
+from attribkit.distill import (
+    distill,
+    evaluate_compression,
+    conv_names,
+    conv_rates,
+    l1_filter_prune,
+    iterative_magnitude_prune,
+    teacher_targets,
+    forward_with_activation,
+    swa_map,
+    attribution_matching_loss,
+    multilabel_kd_loss,
+)
 from ..models import cache_key, cached, load_weights, train_cached, vgg16_bn_cifar, vgg16_voc
 from .experiment import Result, Run, WeightFile, diagnose
 
@@ -61,67 +71,207 @@ def _t1(row: str, k: str) -> str:
 
 
 PAPER_CLAIMS = [  # the paper's own claims (seed 000; only the rebuttal's tables were reachable: main-paper numbers are not given)
-    PaperClaim("distill/sswa-preserves-attribution", "000",
-               "SSWA students preserve the teacher's attribution maps far better than Naive-KD students",
-               "rebuttal Table 1 (vgg/4 students, 5 runs)",
-               f"Grad-CAM AUC {_t1('SSWA', 'AUC')} vs {_t1('Naive-KD', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('Naive-KD', 'Point Acc')}",
-               "Grad-CAM AUC ↑, Point Acc ↑ (segmentation masks)", "VGG-16-BN layout students (x2, x4, x8) of a teacher on Fashion-MNIST mosaics"),
-    PaperClaim("distill/swa-over-ewa", "000", "sensitivity-weighted maps (SWA) preserve attribution better than activation-based matching (EWA)",
-               "rebuttal Table 1", f"AUC {_t1('SWA', 'AUC')} vs {_t1('EWA', 'AUC')}, Point Acc {_t1('SWA', 'Point Acc')} vs {_t1('EWA', 'Point Acc')}",
-               "Grad-CAM AUC ↑, Point Acc ↑", "the main-width students"),
-    PaperClaim("distill/stochastic-matching", "000", "stochastic matching (SSWA) improves on SWA",
-               "rebuttal Table 1", f"AUC {_t1('SSWA', 'AUC')} vs {_t1('SWA', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('SWA', 'Point Acc')}",
-               "Grad-CAM AUC ↑, Point Acc ↑", "the main-width students"),
-    PaperClaim("distill/no-accuracy-cost", "000", "preserving attribution does not cost the compressed network's accuracy",
-               "rebuttal Table 1; pruning (main paper, numbers not reachable)",
-               f"mAP {_t1('SSWA', 'mAP')} vs {_t1('Naive-KD', 'mAP')}, F1 {_t1('SSWA', 'F1')} vs {_t1('Naive-KD', 'F1')}",
-               "mAP ↑, F1 ↑ (example-based)", "the main-width students; structured- and unstructured-pruned networks"),
-    PaperClaim("distill/other-maps", "000", "the preserved attribution holds for other attribution methods (EBP, LRP, a third map)",
-               "rebuttal Table 2", "SSWA vs Naive-KD AUC: EBP 82.3 vs 76.3, LRP 82.5 vs 79.6, third map 83.5 vs 80.9",
-               "AUC ↑, Point Acc ↑ per attribution method", "the main-width students (FullGrad stands in for the unreadable third map)"),
-    PaperClaim("distill/pruning", "000", "matching attribution maps while pruning preserves the attribution of the pruned network",
-               "main paper, pruning experiments (numbers not reachable)", "—", "Grad-CAM AUC ↑, Point Acc ↑",
-               "structured (filter) and unstructured (magnitude) pruning of the teacher"),
-    PaperClaim("distill/roar", "000", "the SSWA student's attributions remain as faithful as the teacher's under ROAR",
-               "rebuttal (ROAR, VGG-11 retrained, F1)", "—", "retrained mAP after removing the top-ranked pixels ↓ (closer to the teacher's curve)",
-               "Grad-CAM of the teacher, a Naive-KD and an SSWA student"),
+    PaperClaim(
+        "distill/sswa-preserves-attribution",
+        "000",
+        "SSWA students preserve the teacher's attribution maps far better than Naive-KD students",
+        "rebuttal Table 1 (vgg/4 students, 5 runs)",
+        f"Grad-CAM AUC {_t1('SSWA', 'AUC')} vs {_t1('Naive-KD', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('Naive-KD', 'Point Acc')}",
+        "Grad-CAM AUC ↑, Point Acc ↑ (segmentation masks)",
+        "VGG-16-BN layout students (x2, x4, x8) of a teacher on Fashion-MNIST mosaics",
+    ),
+    PaperClaim(
+        "distill/swa-over-ewa",
+        "000",
+        "sensitivity-weighted maps (SWA) preserve attribution better than activation-based matching (EWA)",
+        "rebuttal Table 1",
+        f"AUC {_t1('SWA', 'AUC')} vs {_t1('EWA', 'AUC')}, Point Acc {_t1('SWA', 'Point Acc')} vs {_t1('EWA', 'Point Acc')}",
+        "Grad-CAM AUC ↑, Point Acc ↑",
+        "the main-width students",
+    ),
+    PaperClaim(
+        "distill/stochastic-matching",
+        "000",
+        "stochastic matching (SSWA) improves on SWA",
+        "rebuttal Table 1",
+        f"AUC {_t1('SSWA', 'AUC')} vs {_t1('SWA', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('SWA', 'Point Acc')}",
+        "Grad-CAM AUC ↑, Point Acc ↑",
+        "the main-width students",
+    ),
+    PaperClaim(
+        "distill/no-accuracy-cost",
+        "000",
+        "preserving attribution does not cost the compressed network's accuracy",
+        "rebuttal Table 1; pruning (main paper, numbers not reachable)",
+        f"mAP {_t1('SSWA', 'mAP')} vs {_t1('Naive-KD', 'mAP')}, F1 {_t1('SSWA', 'F1')} vs {_t1('Naive-KD', 'F1')}",
+        "mAP ↑, F1 ↑ (example-based)",
+        "the main-width students; structured- and unstructured-pruned networks",
+    ),
+    PaperClaim(
+        "distill/other-maps",
+        "000",
+        "the preserved attribution holds for other attribution methods (EBP, LRP, a third map)",
+        "rebuttal Table 2",
+        "SSWA vs Naive-KD AUC: EBP 82.3 vs 76.3, LRP 82.5 vs 79.6, third map 83.5 vs 80.9",
+        "AUC ↑, Point Acc ↑ per attribution method",
+        "the main-width students (FullGrad stands in for the unreadable third map)",
+    ),
+    PaperClaim(
+        "distill/pruning",
+        "000",
+        "matching attribution maps while pruning preserves the attribution of the pruned network",
+        "main paper, pruning experiments (numbers not reachable)",
+        "—",
+        "Grad-CAM AUC ↑, Point Acc ↑",
+        "structured (filter) and unstructured (magnitude) pruning of the teacher",
+    ),
+    PaperClaim(
+        "distill/roar",
+        "000",
+        "the SSWA student's attributions remain as faithful as the teacher's under ROAR",
+        "rebuttal (ROAR, VGG-11 retrained, F1)",
+        "—",
+        "retrained mAP after removing the top-ranked pixels ↓ (closer to the teacher's curve)",
+        "Grad-CAM of the teacher, a Naive-KD and an SSWA student",
+    ),
 ]
 
 # %% ../../nbs/papers/01_distillation.ipynb #65eb97f0
-_PAPER = dict(data="voc2012", n_train=None, n_test=None, size=227, in_channels=3, num_classes=20, arch="vgg16_voc", teacher_width=1,
-              widths={"x2": 2, "x4": 4, "x8": 8}, main="x4", teacher_epochs=60, n_distill=None, epochs=350, seeds=5, lr=0.1,
-              momentum=0.9, milestones=(150, 200, 250), batch=64, match="features.43", eval_layer="features.42", lam=100.0, warmup=0,
-              prune_p=0.3, ft_epochs=30, rounds=16, round_epochs=30,
-              roar_fractions=(0.1, 0.3, 0.5, 0.7, 0.9), roar_epochs=30, roar_batch=32, roar_n_train=None, roar_lr=1e-3)
+_PAPER = dict(
+    data="voc2012",
+    n_train=None,
+    n_test=None,
+    size=227,
+    in_channels=3,
+    num_classes=20,
+    arch="vgg16_voc",
+    teacher_width=1,
+    widths={"x2": 2, "x4": 4, "x8": 8},
+    main="x4",
+    teacher_epochs=60,
+    n_distill=None,
+    epochs=350,
+    seeds=5,
+    lr=0.1,
+    momentum=0.9,
+    milestones=(150, 200, 250),
+    batch=64,
+    match="features.43",
+    eval_layer="features.42",
+    lam=100.0,
+    warmup=0,
+    prune_p=0.3,
+    ft_epochs=30,
+    rounds=16,
+    round_epochs=30,
+    roar_fractions=(0.1, 0.3, 0.5, 0.7, 0.9),
+    roar_epochs=30,
+    roar_batch=32,
+    roar_n_train=None,
+    roar_lr=1e-3,
+)
 BUDGETS = {
     # built-in toy data, minutes: exercises every code path, not evidence
-    "smoke": dict(data="shapes", n_train=512, n_test=128, size=32, in_channels=3, num_classes=5, arch="vgg16_voc", teacher_width=8,
-                  widths={"x2": 16}, main="x2", teacher_epochs=20, n_distill=None, epochs=6, seeds=2, lr=0.02, momentum=0.9,
-                  milestones=(5,), batch=32, match="features.23", eval_layer="features.22", lam=10.0, warmup=1,
-                  prune_p=0.5, ft_epochs=2, rounds=2, round_epochs=1,
-                  roar_fractions=(0.2, 0.5), roar_epochs=3, roar_batch=64, roar_n_train=512, roar_lr=3e-3),
+    "smoke": dict(
+        data="shapes",
+        n_train=512,
+        n_test=128,
+        size=32,
+        in_channels=3,
+        num_classes=5,
+        arch="vgg16_voc",
+        teacher_width=8,
+        widths={"x2": 16},
+        main="x2",
+        teacher_epochs=20,
+        n_distill=None,
+        epochs=6,
+        seeds=2,
+        lr=0.02,
+        momentum=0.9,
+        milestones=(5,),
+        batch=32,
+        match="features.23",
+        eval_layer="features.22",
+        lam=10.0,
+        warmup=1,
+        prune_p=0.5,
+        ft_epochs=2,
+        rounds=2,
+        round_epochs=1,
+        roar_fractions=(0.2, 0.5),
+        roar_epochs=3,
+        roar_batch=64,
+        roar_n_train=512,
+        roar_lr=3e-3,
+    ),
     # real data: Fashion-MNIST mosaics (64 px, multi-label, per-class masks), a small VGG-BN teacher, x2 (main), x4, x8 students
-    "cpu": dict(data="fashion_mosaics", n_train=2000, n_test=400, size=64, in_channels=1, num_classes=10, arch="vgg6_bn",
-                teacher_width=4, widths={"x2": 8, "x4": 16, "x8": 32}, main="x2", teacher_epochs=10, n_distill=1200, epochs=6,
-                seeds=3, lr=0.02, momentum=0.9, milestones=(5,), batch=64, match="features.21", eval_layer="features.20", lam=10.0,
-                warmup=1, prune_p=0.5, ft_epochs=2, rounds=2, round_epochs=1,
-                roar_fractions=(0.3, 0.7), roar_epochs=4, roar_batch=32, roar_n_train=1200, roar_lr=1e-2),
+    "cpu": dict(
+        data="fashion_mosaics",
+        n_train=2000,
+        n_test=400,
+        size=64,
+        in_channels=1,
+        num_classes=10,
+        arch="vgg6_bn",
+        teacher_width=4,
+        widths={"x2": 8, "x4": 16, "x8": 32},
+        main="x2",
+        teacher_epochs=10,
+        n_distill=1200,
+        epochs=6,
+        seeds=3,
+        lr=0.02,
+        momentum=0.9,
+        milestones=(5,),
+        batch=64,
+        match="features.21",
+        eval_layer="features.20",
+        lam=10.0,
+        warmup=1,
+        prune_p=0.5,
+        ft_epochs=2,
+        rounds=2,
+        round_epochs=1,
+        roar_fractions=(0.3, 0.7),
+        roar_epochs=4,
+        roar_batch=32,
+        roar_n_train=1200,
+        roar_lr=1e-2,
+    ),
     # the paper: VOC 2012, VGG-16-BN teacher (ImageNet-initialised, fine-tuned), x2/x4/x8 students, 350 epochs, 5 runs
     "paper": _PAPER,
     # the paper protocol at a tiny budget
-    "dry_run": _PAPER | dict(n_train=4, n_test=4, seeds=1, epochs=1, batch=2, ft_epochs=1, rounds=1, round_epochs=1,
-                             roar_fractions=(0.1, 0.9), roar_epochs=1, roar_batch=2, roar_n_train=4),
+    "dry_run": _PAPER
+    | dict(
+        n_train=4,
+        n_test=4,
+        seeds=1,
+        epochs=1,
+        batch=2,
+        ft_epochs=1,
+        rounds=1,
+        round_epochs=1,
+        roar_fractions=(0.1, 0.9),
+        roar_epochs=1,
+        roar_batch=2,
+        roar_n_train=4,
+    ),
 }
 _VGG6_CFG = [32, "M", 64, "M", 128, 128, "M", 256, 256, "M"]  # `arch="vgg6_bn"`: six 3×3 conv-BN-ReLU, four max-pools
 _VGG16_PRUNE_PATTERN = (1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1)  # which of VGG-16's 13 convs the paper prunes
 _VGG6_PRUNE_PATTERN = (1, 0, 0, 0, 1, 1)  # the same shape on the 6-conv stand-in
 TEACHER_FILE = "weights/vgg16_voc_teacher.pth"  # the default `weights` under `data_root`
-PAPER_FILES = {name: ["VOCdevkit/VOC2012", TEACHER_FILE]
-               for name in ("distill_pruning", "distill_rebuttal_table1", "distill_rebuttal_table2", "distill_roar")}
+PAPER_FILES = {
+    name: ["VOCdevkit/VOC2012", TEACHER_FILE]
+    for name in ("distill_pruning", "distill_rebuttal_table1", "distill_rebuttal_table2", "distill_roar")
+}
 WEIGHT_FILES = [WeightFile(TEACHER_FILE, vgg16_voc)]  # the VOC teacher: a state dict of `vgg16_voc()`
-_MODEL_NAMES = {"smoke": "VGG-16-BN layout (from scratch, width/8) on shapes() toy data",
-                "cpu": "6-conv VGG-BN on Fashion-MNIST mosaics (stand-in for VGG-16-BN on VOC)",
-                "paper": "VGG-16-BN on VOC 2012"}
+_MODEL_NAMES = {
+    "smoke": "VGG-16-BN layout (from scratch, width/8) on shapes() toy data",
+    "cpu": "6-conv VGG-BN on Fashion-MNIST mosaics (stand-in for VGG-16-BN on VOC)",
+    "paper": "VGG-16-BN on VOC 2012",
+}
 
 
 def _arch(arch: str, num_classes: int, width: int, in_channels: int, size: int) -> tuple[Callable, dict]:
@@ -152,13 +302,21 @@ def intensity_map(model: nn.Module, inputs: Tensor, target=None) -> Tensor:
 def _row(r: dict, collapsed: str = "", name: str = "gradcam") -> dict:
     "mAP, F1 and the map `name`'s AUC / Point Acc / AUC among objects of one `evaluate_compression` result (NaN: no pair)."
     g = r.get(name, {})
-    return {"mAP": r["mAP"], "F1": r["F1"], "AUC": g.get("AUC", nan), "Point Acc": g.get("PointAcc", nan),
-            "AUC among objects": g.get("AUC_obj", nan), "mAP (per class)": r["mAP_class"], "collapsed": collapsed}
+    return {
+        "mAP": r["mAP"],
+        "F1": r["F1"],
+        "AUC": g.get("AUC", nan),
+        "Point Acc": g.get("PointAcc", nan),
+        "AUC among objects": g.get("AUC_obj", nan),
+        "mAP (per class)": r["mAP_class"],
+        "collapsed": collapsed,
+    }
 
 # %% ../../nbs/papers/01_distillation.ipynb #3c5ec418
 @dataclass(repr=False)
 class Setup:
     "The stand-ins and data of one run of the seed-000 notebooks: the teacher with its test mAP / F1, the data sets, and the students' cache (see `setup`)."
+
     run: Run
     teacher: nn.Module
     train_set: Dataset
@@ -200,11 +358,13 @@ class Setup:
     def describe(self) -> str:
         "The stand-ins with their test accuracy, the data, seeds, layers and the student recipe."
         C, T = self.cfg, self.teacher_scores
-        return (f"teacher ({C['arch']}, width 1/{C['teacher_width']}): test mAP {T.get('mAP', nan):.2f}, F1 {T.get('F1', nan):.2f} "
-                f"(label prior's mAP {self.chance_map:.2f})\nstudents: {({w: f'1/{d}' for w, d in C['widths'].items()})}, main "
-                f"{C['main']}; matching at {C['match']}, Grad-CAM at {C['eval_layer']}; λ = {C['lam']}, warm-up {C['warmup']} "
-                f"epochs, {C['epochs']} epochs\ndata: {self.data_name} ({len(self.distill_set)} distillation, {len(self.eval_set)} "
-                f"test images) | seeds: {self.seeds}" + (" | DRY RUN" if self.run.dry_run else ""))
+        return (
+            f"teacher ({C['arch']}, width 1/{C['teacher_width']}): test mAP {T.get('mAP', nan):.2f}, F1 {T.get('F1', nan):.2f} "
+            f"(label prior's mAP {self.chance_map:.2f})\nstudents: { ({w: f'1/{d}' for w, d in C['widths'].items()}) }, main "
+            f"{C['main']}; matching at {C['match']}, Grad-CAM at {C['eval_layer']}; λ = {C['lam']}, warm-up {C['warmup']} "
+            f"epochs, {C['epochs']} epochs\ndata: {self.data_name} ({len(self.distill_set)} distillation, {len(self.eval_set)} "
+            f"test images) | seeds: {self.seeds}" + (" | DRY RUN" if self.run.dry_run else "")
+        )
 
     def __repr__(self) -> str:
         return self.describe()
@@ -214,8 +374,15 @@ class Setup:
         fn, config = _arch(self.cfg["arch"], self.num_classes, width, self.cfg["in_channels"], self.cfg["size"])
         return fn(**config)
 
-    def student_spec(self, variant: str, width: str | None = None, lam: float | None = None, warmup: int | None = None,
-                     epochs: int | None = None, head_init: str = "default") -> tuple[Callable, dict]:
+    def student_spec(
+        self,
+        variant: str,
+        width: str | None = None,
+        lam: float | None = None,
+        warmup: int | None = None,
+        epochs: int | None = None,
+        head_init: str = "default",
+    ) -> tuple[Callable, dict]:
         "The model function and the one spec of a student: `config` builds it, `recipe` drives `distill`, all of it keys the cache."
         if head_init not in ("default", "normal0.01"):
             raise ValueError(f"`head_init` must be 'default' or 'normal0.01', got {head_init!r}")
@@ -224,14 +391,33 @@ class Setup:
         if width not in C["widths"]:
             raise ValueError(f"`width` must be one of {list(C['widths'])}, got {width!r}")
         fn, config = _arch(C["arch"], self.num_classes, C["widths"][width], C["in_channels"], C["size"])
-        recipe = dict(method=variant, layer=C["match"], epochs=C["epochs"] if epochs is None else int(epochs), lr=C["lr"],
-                      momentum=C["momentum"], weight_decay=1e-4, batch_size=C["batch"], milestones=list(C["milestones"]),
-                      transfer_weight=C["lam"] if lam is None else float(lam), drop_percent=0.3,
-                      warmup=C["warmup"] if warmup is None else int(warmup), head_init=head_init, n_distill=len(self.distill_set))
+        recipe = dict(
+            method=variant,
+            layer=C["match"],
+            epochs=C["epochs"] if epochs is None else int(epochs),
+            lr=C["lr"],
+            momentum=C["momentum"],
+            weight_decay=1e-4,
+            batch_size=C["batch"],
+            milestones=list(C["milestones"]),
+            transfer_weight=C["lam"] if lam is None else float(lam),
+            drop_percent=0.3,
+            warmup=C["warmup"] if warmup is None else int(warmup),
+            head_init=head_init,
+            n_distill=len(self.distill_set),
+        )
         return fn, {"config": config, "data": f"{self.data_key}|teacher={self.teacher_key}", "recipe": recipe}
 
-    def student(self, s: int, variant: str, width: str | None = None, lam: float | None = None, warmup: int | None = None,
-                epochs: int | None = None, head_init: str = "default") -> nn.Module:
+    def student(
+        self,
+        s: int,
+        variant: str,
+        width: str | None = None,
+        lam: float | None = None,
+        warmup: int | None = None,
+        epochs: int | None = None,
+        head_init: str = "default",
+    ) -> nn.Module:
         "Student `width` ('x2'/'x4'/'x8', default the main one) distilled with `variant`, seed `s`, through `models.cached`."
         fn, spec = self.student_spec(variant, width, lam, warmup, epochs, head_init)
 
@@ -246,10 +432,26 @@ class Setup:
 
         def fit(net: nn.Module, spec: dict) -> dict:
             r = spec["recipe"]
-            return distill(self.teacher, net, self.distill_set, r["method"], r["layer"], r["layer"], epochs=r["epochs"], lr=r["lr"],
-                           momentum=r["momentum"], weight_decay=r["weight_decay"], batch_size=r["batch_size"],
-                           milestones=r["milestones"], transfer_weight=r["transfer_weight"], drop_percent=r["drop_percent"],
-                           warmup=r["warmup"], seed=s, device=self.device, progress=False)
+            return distill(
+                self.teacher,
+                net,
+                self.distill_set,
+                r["method"],
+                r["layer"],
+                r["layer"],
+                epochs=r["epochs"],
+                lr=r["lr"],
+                momentum=r["momentum"],
+                weight_decay=r["weight_decay"],
+                batch_size=r["batch_size"],
+                milestones=r["milestones"],
+                transfer_weight=r["transfer_weight"],
+                drop_percent=r["drop_percent"],
+                warmup=r["warmup"],
+                seed=s,
+                device=self.device,
+                progress=False,
+            )
 
         net, hist = cached(f"{fn.__module__}.{fn.__qualname__}", spec, build, fit, s, memory=self.memory)
         r = spec["recipe"]
@@ -262,7 +464,10 @@ class Setup:
         lam = self.cfg["lam"] if lam is None else float(lam)
         want = (variant, width, lam, "default", self.cfg["warmup"])
         hs = [h for (m, w, l, _, i, u), h in self.histories.items() if (m, w, l, i, u) == want]
-        return {"task": float(np.mean([h["task"][-1] for h in hs])), "lambda*matching": float(np.mean([lam * h["aux"][-1] for h in hs]))}
+        return {
+            "task": float(np.mean([h["task"][-1] for h in hs])),
+            "lambda*matching": float(np.mean([lam * h["aux"][-1] for h in hs])),
+        }
 
     def scores(self, net: nn.Module, maps: dict | None = None, controls: bool = False) -> dict:
         "`evaluate_compression` on the test set (Grad-CAM at the evaluation layer unless `maps`), plus random and input-intensity maps if `controls`; with VOC mAP/F1 come from Main val."
@@ -294,12 +499,16 @@ def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tupl
     if C["data"] == "voc2012":
         path = run.weights_path(TEACHER_FILE)
         if not path.exists():
-            raise FileNotFoundError(f"the VOC teacher {path} is missing: pass `weights`, a state_dict of "
-                                    "attribkit.models.vgg16_voc() fine-tuned on VOC 2012 (the authors' ImageNet-initialised VGG-16-BN)")
+            raise FileNotFoundError(
+                f"the VOC teacher {path} is missing: pass `weights`, a state_dict of "
+                "attribkit.models.vgg16_voc() fine-tuned on VOC 2012 (the authors' ImageNet-initialised VGG-16-BN)"
+            )
         teacher = fn(**config)
         load_weights(teacher, path, "VOC teacher (`weights`)", expected=f"attribkit.models.{fn.__name__}(**{config})")
         return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}
-    recipe = dict(epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce", schedule="cosine")
+    recipe = dict(
+        epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce", schedule="cosine"
+    )
     teacher, _ = train_cached(fn, config, xy_train, data_key, recipe, seed=run.seed, device=run.dev, progress=progress)
     return teacher, cache_key(fn, config, data_key, recipe, run.seed), recipe
 
@@ -307,6 +516,7 @@ def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tupl
 def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
     "(train, test with masks, VOC's Main val or None, the data's cache key) of the run's budget row."
     from attribkit import data as D
+
     C = run.budget
     if C["data"] == "voc2012":
         root = run.data_path("")
@@ -325,6 +535,7 @@ def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
 def setup(run: Run, progress: bool = False) -> Setup:
     "The data and teacher of `run` (a `start`ed run of a `distill_*` notebook), with the teacher's test mAP / F1 and the students' cache."
     from attribkit.metrics import multilabel_map
+
     C = run.budget
     if run.scale == "smoke":
         torch.set_num_threads(1)
@@ -335,8 +546,19 @@ def setup(run: Run, progress: bool = False) -> Setup:
     y = _labels(cls_eval if cls_eval is not None else eval_set)
     g = torch.Generator().manual_seed(run.seed)  # mAP of random scores: the label prior's level
     chance = float(np.mean([100 * multilabel_map(torch.rand(y.shape, generator=g), y, average="sample") for _ in range(5)]))
-    S = Setup(run, teacher, train_set, eval_set, first(train_set, C["n_distill"]), cls_eval, data_key, teacher_key, teacher_recipe,
-              chance, memory={} if run.dry_run else None)
+    S = Setup(
+        run,
+        teacher,
+        train_set,
+        eval_set,
+        first(train_set, C["n_distill"]),
+        cls_eval,
+        data_key,
+        teacher_key,
+        teacher_recipe,
+        chance,
+        memory={} if run.dry_run else None,
+    )
     S.teacher_scores = S.scores(teacher, maps={})  # no map: draws nothing from the global RNG
     return S
 
@@ -344,9 +566,29 @@ def setup(run: Run, progress: bool = False) -> Setup:
 def _tiny_setup(seeds: int = 2, n: int = 16, **knobs) -> Setup:
     "A hand-built set-up for tests and examples: `shapes()` toy data, an untrained 6-conv teacher, students cached in memory."
     from attribkit import data as D
-    row = dict(data="shapes", n_train=n, n_test=n // 2, size=32, arch="vgg6_bn", teacher_width=8, widths={"x2": 16, "x4": 32},
-               seeds=seeds, epochs=1, batch=8, match="features.21", eval_layer="features.20", roar_n_train=n, roar_batch=8,
-               roar_epochs=1, rounds=1, ft_epochs=1) | knobs
+
+    row = (
+        dict(
+            data="shapes",
+            n_train=n,
+            n_test=n // 2,
+            size=32,
+            arch="vgg6_bn",
+            teacher_width=8,
+            widths={"x2": 16, "x4": 32},
+            seeds=seeds,
+            epochs=1,
+            batch=8,
+            match="features.21",
+            eval_layer="features.20",
+            roar_n_train=n,
+            roar_batch=8,
+            roar_epochs=1,
+            rounds=1,
+            ft_epochs=1,
+        )
+        | knobs
+    )
     run = Run("distill_tiny", "smoke", 0, "cpu", budget=BUDGETS["smoke"] | row)
     d = D.shapes(n_train=n, n_test=n // 2, size=32, num_classes=5, seed=0)
     torch.manual_seed(0)
@@ -362,20 +604,41 @@ def _seed_claim(key: str, text: str, effects, detail: str, pc: str, role: str = 
     return claim(key, text, e, units=units, detail=detail, paper_claim=pc, role=role)
 
 
-def _compare(compared: dict, key: str, text: str, runs_a: list[dict], runs_b: list[dict], k: str, a: str, b: str, pc: str,
-             role: str = "evidence") -> dict:
+def _compare(
+    compared: dict,
+    key: str,
+    text: str,
+    runs_a: list[dict],
+    runs_b: list[dict],
+    k: str,
+    a: str,
+    b: str,
+    pc: str,
+    role: str = "evidence",
+) -> dict:
     "Claim `a ≥ b` on measure `k`, one effect per seed; seeds where either model collapsed drop out; what was compared goes to `compared[key]`."
-    compared[key] = {"measure": k, "values": {a: [float(r[k]) for r in runs_a], b: [float(r[k]) for r in runs_b]},
-                     "collapsed": {a: [r["collapsed"] for r in runs_a], b: [r["collapsed"] for r in runs_b]}}
+    compared[key] = {
+        "measure": k,
+        "values": {a: [float(r[k]) for r in runs_a], b: [float(r[k]) for r in runs_b]},
+        "collapsed": {a: [r["collapsed"] for r in runs_a], b: [r["collapsed"] for r in runs_b]},
+    }
     ok = [i for i, (x, y) in enumerate(zip(runs_a, runs_b)) if not x["collapsed"] and not y["collapsed"]]
     dropped = len(runs_a) - len(ok)
     if len(ok) < 2:
         why = "; ".join(f"{n}: {r['collapsed']}" for n, rs in ((a, runs_a), (b, runs_b)) for r in rs if r["collapsed"])
-        return not_evaluable(key, text, "fewer than 2 seeds with both models predicting" + (f" ({why})" if why else ""), n=len(ok),
-                             paper_claim=pc, role=role)
+        return not_evaluable(
+            key,
+            text,
+            "fewer than 2 seeds with both models predicting" + (f" ({why})" if why else ""),
+            n=len(ok),
+            paper_claim=pc,
+            role=role,
+        )
     ea, eb = [runs_a[i][k] for i in ok], [runs_b[i][k] for i in ok]
     detail = f"{a} {np.nanmean(ea):.2f} vs {b} {np.nanmean(eb):.2f}, paired by seed"
-    return _seed_claim(key, text, np.subtract(ea, eb), detail + (f"; {dropped} collapsed seed(s) dropped" if dropped else ""), pc, role)
+    return _seed_claim(
+        key, text, np.subtract(ea, eb), detail + (f"; {dropped} collapsed seed(s) dropped" if dropped else ""), pc, role
+    )
 
 
 def _means(cmp: dict) -> str:
@@ -414,8 +677,10 @@ def _roar_why(result: Result, c: dict) -> str:
     "Diagnosis of a ROAR claim: the retrained classifier near the label prior with nothing removed, else the comparison."
     base, prior = result.extra["no_removal_map"], result.extra["chance_map"]
     if base < prior + _ROAR_MARGIN:
-        return (f"the retrained classifier is near the label prior with nothing removed: mAP {base:.1f} against random scores' "
-                f"{prior:.1f} (needs {_ROAR_MARGIN:g} points more)")
+        return (
+            f"the retrained classifier is near the label prior with nothing removed: mAP {base:.1f} against random scores' "
+            f"{prior:.1f} (needs {_ROAR_MARGIN:g} points more)"
+        )
     return _compared_why(result, c)
 
 
@@ -432,14 +697,33 @@ def _storable(v):
     return v
 
 
-def _result(S: Setup, table: dict, cols: list, title: str, decimals: int, measured: dict, claims: list, compared: dict,
-            extra: dict, paper: dict | None = None, notes: tuple = ()) -> Result:
+def _result(
+    S: Setup,
+    table: dict,
+    cols: list,
+    title: str,
+    decimals: int,
+    measured: dict,
+    claims: list,
+    compared: dict,
+    extra: dict,
+    paper: dict | None = None,
+    notes: tuple = (),
+) -> Result:
     "The step's `Result`: the paper-shaped table (then `notes`), measured cells, claims, and the diagnoses by `RULES`."
     from attribkit.results import paper_table
+
     md = paper_table(table, paper or {}, cols=cols, title=title, decimals=decimals)
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds) | extra | dict(table=table, title=title, compared=compared)
-    res = Result(S.run, tables=[md, *notes], measured={k: _storable(v) for k, v in measured.items()}, paper=_flat(paper or {}),
-                 claims=claims, extra=extra, stand_ins={f"teacher ({S.model_name}), test mAP": S.teacher_scores["mAP"] / 100})
+    res = Result(
+        S.run,
+        tables=[md, *notes],
+        measured={k: _storable(v) for k, v in measured.items()},
+        paper=_flat(paper or {}),
+        claims=claims,
+        extra=extra,
+        stand_ins={f"teacher ({S.model_name}), test mAP": S.teacher_scores["mAP"] / 100},
+    )
     diagnose(res, RULES)
     return res
 
@@ -486,27 +770,43 @@ def _lambda_sweep(S: Setup, lambdas) -> dict:
         seeds = S.seeds if kw["lam"] == C["lam"] and "head_init" not in kw else S.seeds[:1]
         rs = [S.row(S.scores(S.student(s, "swa", MAIN, **kw))) for s in seeds]
         ratio, norm = _first_batch_ratio(S, kw.get("head_init", "default"), kw["lam"], S.seeds[0])
-        sweep[name] = dict(F1=mean_se([r["F1"] for r in rs]), AUC=mean_se([r["AUC"] for r in rs]), mAP=mean_se([r["mAP"] for r in rs]),
-                           collapsed=sum(bool(r["collapsed"]) for r in rs), seeds=len(rs), grad_ratio=ratio, map_norm=norm)
+        sweep[name] = dict(
+            F1=mean_se([r["F1"] for r in rs]),
+            AUC=mean_se([r["AUC"] for r in rs]),
+            mAP=mean_se([r["mAP"] for r in rs]),
+            collapsed=sum(bool(r["collapsed"]) for r in rs),
+            seeds=len(rs),
+            grad_ratio=ratio,
+            map_norm=norm,
+        )
     return sweep
 
 
 def _sweep_note(S: Setup, sweep: dict) -> str:
     "Markdown: why SWA/SSWA students collapse at λ = 100, read off the sweep's measurements."
     old = sweep[next(iter(sweep))]
-    out = (f"**The λ = 100 collapse (measured in this run).** With the old start at λ = 100 the first-batch matching gradient is "
-           f"{old['grad_ratio']:.1f}× the KD gradient (median student-map norm {old['map_norm']:.3g}); {old['collapsed']}/{old['seeds']} "
-           f"student(s) collapse (F1 {old['F1']['mean']:.1f}). ")
+    out = (
+        f"**The λ = 100 collapse (measured in this run).** With the old start at λ = 100 the first-batch matching gradient is "
+        f"{old['grad_ratio']:.1f}× the KD gradient (median student-map norm {old['map_norm']:.3g}); {old['collapsed']}/{old['seeds']} "
+        f"student(s) collapse (F1 {old['F1']['mean']:.1f}). "
+    )
     new100 = sweep.get("fixed start, λ = 100")
     if new100 is not None:
-        out += (f"With the default head init and the warm-up the ratio at λ = 100 is {new100['grad_ratio']:.1f}× (map norm "
-                f"{new100['map_norm']:.3g}) and {new100['collapsed']}/{new100['seeds']} collapse (F1 {new100['F1']['mean']:.1f}): "
-                + ("the fixed start alone does not prevent the collapse at λ = 100, so the weight is the remaining cause. "
-                   if new100["collapsed"] else "the fixed start prevents the collapse at λ = 100. "))
+        out += (
+            f"With the default head init and the warm-up the ratio at λ = 100 is {new100['grad_ratio']:.1f}× (map norm "
+            f"{new100['map_norm']:.3g}) and {new100['collapsed']}/{new100['seeds']} collapse (F1 {new100['F1']['mean']:.1f}): "
+            + (
+                "the fixed start alone does not prevent the collapse at λ = 100, so the weight is the remaining cause. "
+                if new100["collapsed"]
+                else "the fixed start prevents the collapse at λ = 100. "
+            )
+        )
     ok = [n for n, v in sweep.items() if n.startswith("fixed") and v["collapsed"] == 0]
-    out += (f"The matching loss is a mean over the map's pixels, so λ on this scale's {S.cfg['match']} map weighs differently than on "
-            f"the paper's 7×7 map, against a KD term over {S.num_classes} classes and {S.cfg['epochs']} epochs. λ values whose "
-            f"students keep predicting: {', '.join(ok) or 'none'}; this scale uses λ = {S.cfg['lam']:g}")
+    out += (
+        f"The matching loss is a mean over the map's pixels, so λ on this scale's {S.cfg['match']} map weighs differently than on "
+        f"the paper's 7×7 map, against a KD term over {S.num_classes} classes and {S.cfg['epochs']} epochs. λ values whose "
+        f"students keep predicting: {', '.join(ok) or 'none'}; this scale uses λ = {S.cfg['lam']:g}"
+    )
     main = sweep.get(f"fixed start, λ = {S.cfg['lam']:g}")
     if main is not None:
         out += f" (F1 {main['F1']['mean']:.1f}, mAP {main['mAP']['mean']:.1f} over {main['seeds']} seeds)"
@@ -518,7 +818,9 @@ def _pick(names, allowed, what: str) -> list:
     names = [names] if isinstance(names, str) else list(names)
     bad = [n for n in names if n not in allowed]
     if bad or not names:
-        raise ValueError(f"`{what}` must be a non-empty list of {list(allowed)}; got {names} (unknown: {bad}): drop or fix those names")
+        raise ValueError(
+            f"`{what}` must be a non-empty list of {list(allowed)}; got {names} (unknown: {bad}): drop or fix those names"
+        )
     return [n for n in allowed if n in names]
 
 
@@ -529,57 +831,131 @@ def _table1_claims(S: Setup, V: list, teacher: dict, runs: dict, rand: dict, con
         key, text = f"t1/teacher-best/{_slug(k)}", f"The full teacher's {k} is above every {MAIN} student's"
         ok = [i for i in range(len(S.seeds)) if not any(runs[MAIN, l][i]["collapsed"] for l in V)]
         best = [max(runs[MAIN, l][i][k] for l in V) for i in ok]
-        compared[key] = {"measure": k, "values": {"teacher": [float(teacher[k])], "best student": [float(b) for b in best]},
-                         "collapsed": {l: [r["collapsed"] for r in runs[MAIN, l]] for l in V}}
+        compared[key] = {
+            "measure": k,
+            "values": {"teacher": [float(teacher[k])], "best student": [float(b) for b in best]},
+            "collapsed": {l: [r["collapsed"] for r in runs[MAIN, l]] for l in V},
+        }
         pc = "distill/no-accuracy-cost" if k in ("mAP", "F1") else "distill/sswa-preserves-attribution"
         if len(ok) < 2:
-            claims.append(not_evaluable(key, text, "fewer than 2 seeds with all students predicting", n=len(ok), paper_claim=pc, role="diagnostic"))
+            claims.append(
+                not_evaluable(
+                    key, text, "fewer than 2 seeds with all students predicting", n=len(ok), paper_claim=pc, role="diagnostic"
+                )
+            )
             continue
-        claims.append(_seed_claim(key, text, teacher[k] - np.array(best),
-                                  f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)", pc, "diagnostic"))
+        claims.append(
+            _seed_claim(
+                key,
+                text,
+                teacher[k] - np.array(best),
+                f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)",
+                pc,
+                "diagnostic",
+            )
+        )
 
     def cmp(key, text, a, b, k, pc, role="evidence", w=MAIN):
         return _compare(compared, key, text, runs[w, a], runs[w, b], k, a, b, pc, role)
 
-    pairs = {("SSWA", "SWA"): ("distill/stochastic-matching", "evidence"), ("SWA", "EWA"): ("distill/swa-over-ewa", "evidence"),
-             ("EWA", "Naive-KD"): ("distill/swa-over-ewa", "diagnostic"), ("SSWA", "Naive-KD"): ("distill/sswa-preserves-attribution", "evidence")}
+    pairs = {
+        ("SSWA", "SWA"): ("distill/stochastic-matching", "evidence"),
+        ("SWA", "EWA"): ("distill/swa-over-ewa", "evidence"),
+        ("EWA", "Naive-KD"): ("distill/swa-over-ewa", "diagnostic"),
+        ("SSWA", "Naive-KD"): ("distill/sswa-preserves-attribution", "evidence"),
+    }
     for k in ("AUC", "Point Acc"):
         for (a, b), (pc, role) in pairs.items():
             if a in V and b in V:
-                claims.append(cmp(f"t1/{_slug(a)}-over-{_slug(b)}/{_slug(k)}", f"{MAIN} students: {a}'s Grad-CAM {k} >= {b}'s", a, b, k, pc, role))
+                claims.append(
+                    cmp(
+                        f"t1/{_slug(a)}-over-{_slug(b)}/{_slug(k)}",
+                        f"{MAIN} students: {a}'s Grad-CAM {k} >= {b}'s",
+                        a,
+                        b,
+                        k,
+                        pc,
+                        role,
+                    )
+                )
     if "SSWA" in V and "Naive-KD" in V:
         for k in ("mAP", "F1"):
-            claims.append(cmp(f"t1/sswa-no-cost/{_slug(k)}", f"{MAIN} students: SSWA costs no {k} (SSWA's {k} >= Naive-KD's)",
-                              "SSWA", "Naive-KD", k, "distill/no-accuracy-cost"))
+            claims.append(
+                cmp(
+                    f"t1/sswa-no-cost/{_slug(k)}",
+                    f"{MAIN} students: SSWA costs no {k} (SSWA's {k} >= Naive-KD's)",
+                    "SSWA",
+                    "Naive-KD",
+                    k,
+                    "distill/no-accuracy-cost",
+                )
+            )
         for w in S.cfg["widths"]:
             if w != MAIN and (w, "SSWA") in runs:
-                claims.append(cmp(f"t1/sswa-over-naive-kd/auc/{w}", f"{w} students: SSWA's Grad-CAM AUC >= Naive-KD's",
-                                  "SSWA", "Naive-KD", "AUC", "distill/sswa-preserves-attribution", w=w))
+                claims.append(
+                    cmp(
+                        f"t1/sswa-over-naive-kd/auc/{w}",
+                        f"{w} students: SSWA's Grad-CAM AUC >= Naive-KD's",
+                        "SSWA",
+                        "Naive-KD",
+                        "AUC",
+                        "distill/sswa-preserves-attribution",
+                        w=w,
+                    )
+                )
     for label in [l for l in ("SSWA", "Naive-KD") if l in V]:  # controls: the maps must beat a random map and the input intensity
         alive = [dict(r, collapsed="") for r in runs[MAIN, label] if not r["collapsed"]]
         rnd = [dict(rand[label][i], collapsed="") for i, r in enumerate(runs[MAIN, label]) if not r["collapsed"]]
         key = f"t1/control/random/{_slug(label)}"
-        compared[key] = {"measure": "AUC", "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "random map": [r["AUC"] for r in rnd]},
-                         "collapsed": {label: [r["collapsed"] for r in runs[MAIN, label]]}}
-        claims.append(_seed_claim(key, f"Control: the {MAIN} {label} students' Grad-CAM AUC is above a random map's",
-                                  np.array([r["AUC"] for r in alive]) - [r["AUC"] for r in rnd],
-                                  f"random map AUC {np.mean([r['AUC'] for r in rnd]) if rnd else nan:.2f} (a fresh draw per call)",
-                                  "distill/sswa-preserves-attribution", "control"))
+        compared[key] = {
+            "measure": "AUC",
+            "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "random map": [r["AUC"] for r in rnd]},
+            "collapsed": {label: [r["collapsed"] for r in runs[MAIN, label]]},
+        }
+        claims.append(
+            _seed_claim(
+                key,
+                f"Control: the {MAIN} {label} students' Grad-CAM AUC is above a random map's",
+                np.array([r["AUC"] for r in alive]) - [r["AUC"] for r in rnd],
+                f"random map AUC {np.mean([r['AUC'] for r in rnd]) if rnd else nan:.2f} (a fresh draw per call)",
+                "distill/sswa-preserves-attribution",
+                "control",
+            )
+        )
         iw = controls["input intensity"]["AUC"]
         key = f"t1/control/intensity-image/{_slug(label)}"
-        compared[key] = {"measure": "AUC", "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "input intensity": [iw]}, "collapsed": {}}
-        claims.append(_seed_claim(key, f"Control: the {MAIN} {label} students' Grad-CAM AUC (whole image, the paper's metric) is above the input intensity's",
-                                  np.array([r["AUC"] for r in alive]) - iw,
-                                  f"intensity map AUC {iw:.2f}: a failure means the metric prefers a map that ignores the model",
-                                  "distill/sswa-preserves-attribution", "control"))
+        compared[key] = {
+            "measure": "AUC",
+            "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "input intensity": [iw]},
+            "collapsed": {},
+        }
+        claims.append(
+            _seed_claim(
+                key,
+                f"Control: the {MAIN} {label} students' Grad-CAM AUC (whole image, the paper's metric) is above the input intensity's",
+                np.array([r["AUC"] for r in alive]) - iw,
+                f"intensity map AUC {iw:.2f}: a failure means the metric prefers a map that ignores the model",
+                "distill/sswa-preserves-attribution",
+                "control",
+            )
+        )
         ii = controls["input intensity"]["AUC among objects"]
         key = f"t1/control/intensity/{_slug(label)}"
-        compared[key] = {"measure": "AUC among objects", "values": {f"{label} Grad-CAM": [r["AUC among objects"] for r in alive],
-                                                                    "input intensity": [ii]}, "collapsed": {}}
-        claims.append(_seed_claim(key, f"The {MAIN} {label} students' Grad-CAM AUC among objects is above the input intensity's",
-                                  np.array([r["AUC among objects"] for r in alive]) - ii,
-                                  f"intensity map AUC among objects {ii:.2f} (pixels of the image's objects only: separates objects, not object from background)",
-                                  "distill/sswa-preserves-attribution", "diagnostic"))
+        compared[key] = {
+            "measure": "AUC among objects",
+            "values": {f"{label} Grad-CAM": [r["AUC among objects"] for r in alive], "input intensity": [ii]},
+            "collapsed": {},
+        }
+        claims.append(
+            _seed_claim(
+                key,
+                f"The {MAIN} {label} students' Grad-CAM AUC among objects is above the input intensity's",
+                np.array([r["AUC among objects"] for r in alive]) - ii,
+                f"intensity map AUC among objects {ii:.2f} (pixels of the image's objects only: separates objects, not object from background)",
+                "distill/sswa-preserves-attribution",
+                "diagnostic",
+            )
+        )
     return claims
 
 
@@ -615,7 +991,9 @@ def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAM
         return r.split()[0] in C["widths"]
 
     table = {r: table[r] for r in sorted(table, key=lambda r: (r != "Full (Teacher)", other(r)))}
-    table |= {f"Teacher's {c} (control)": {k: r[k] for k in ("AUC", "Point Acc", "AUC among objects")} for c, r in controls.items()}
+    table |= {
+        f"Teacher's {c} (control)": {k: r[k] for k in ("AUC", "Point Acc", "AUC among objects")} for c, r in controls.items()
+    }
     losses = {label: S.loss_terms(VARIANTS[label]) for label in V}
     sweep = _lambda_sweep(S, lambdas)
     for name, v in sweep.items():
@@ -624,24 +1002,48 @@ def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAM
         measured[f"SWA sweep: {name} collapsed seeds"] = v["collapsed"]
     compared = {}
     claims = _table1_claims(S, V, teacher, runs, rand, controls, compared)
-    loss_text = "Last-epoch losses of the main-width students (mean over seeds): " + "; ".join(
-        f"{l} task {t['task']:.3f}, λ·matching {t['lambda*matching']:.3f}" for l, t in losses.items()) + "."
-    extra = dict(final_epoch_losses=losses, teacher_recipe=S.teacher_recipe,
-                 config={k: list(v) if isinstance(v, tuple) else v for k, v in C.items()},
-                 lambda_sweep={k: dict(v) for k, v in sweep.items()}, controls=controls, main=MAIN,
-                 note=f"{S.run.scale}: {S.data_name} data, teacher {'loaded' if C['data'] == 'voc2012' else 'from scratch'} "
-                      f"({C['arch']}), final-epoch students")
+    loss_text = (
+        "Last-epoch losses of the main-width students (mean over seeds): "
+        + "; ".join(f"{l} task {t['task']:.3f}, λ·matching {t['lambda*matching']:.3f}" for l, t in losses.items())
+        + "."
+    )
+    extra = dict(
+        final_epoch_losses=losses,
+        teacher_recipe=S.teacher_recipe,
+        config={k: list(v) if isinstance(v, tuple) else v for k, v in C.items()},
+        lambda_sweep={k: dict(v) for k, v in sweep.items()},
+        controls=controls,
+        main=MAIN,
+        note=f"{S.run.scale}: {S.data_name} data, teacher {'loaded' if C['data'] == 'voc2012' else 'from scratch'} "
+        f"({C['arch']}), final-epoch students",
+    )
     title = f"Rebuttal Table 1 — {S.model_name}; {MAIN} students, mean ± se over {len(S.seeds)} seed(s)"
-    return _result(S, table, list(MEASURES) + ["AUC among objects"], title, 2, measured, claims, compared, extra, PAPER_T1,
-                   notes=(_sweep_note(S, sweep), loss_text))
+    return _result(
+        S,
+        table,
+        list(MEASURES) + ["AUC among objects"],
+        title,
+        2,
+        measured,
+        claims,
+        compared,
+        extra,
+        PAPER_T1,
+        notes=(_sweep_note(S, sweep), loss_text),
+    )
 
 # %% ../../nbs/papers/01_distillation.ipynb #42b140c6
 def _table2_maps(S: Setup) -> dict:
     "The rebuttal's maps on this scale's layers: EBP, LRP α1β0, FullGrad (for the unreadable third map) and Grad-CAM."
     import attribkit.attr.backprop  # registers ebp and lrp
+
     L = S.cfg["eval_layer"]
-    return {"EBP": ("ebp", dict(layer=L)), "LRP a1b0": ("lrp", dict(composite="alpha1beta0")),
-            "FullGrad": ("fullgrad", {}), "Grad-CAM": ("gradcam", dict(layer=L, channels="one"))}
+    return {
+        "EBP": ("ebp", dict(layer=L)),
+        "LRP a1b0": ("lrp", dict(composite="alpha1beta0")),
+        "FullGrad": ("fullgrad", {}),
+        "Grad-CAM": ("gradcam", dict(layer=L, channels="one")),
+    }
 
 
 TABLE2_MAPS = ("EBP", "LRP a1b0", "FullGrad", "Grad-CAM")
@@ -654,7 +1056,10 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
 
     def scores(net) -> dict:
         r = S.scores(net, maps={n: kw for n, kw in MAPS.values()}, controls=True)
-        return {k: S.row(r, name) for k, (name, _) in MAPS.items()} | {"random map": S.row(r, "random"), "input intensity": S.row(r, "intensity")}
+        return {k: S.row(r, name) for k, (name, _) in MAPS.items()} | {
+            "random map": S.row(r, "random"),
+            "input intensity": S.row(r, "intensity"),
+        }
 
     runs = {"Full (Teacher)": [scores(S.teacher)]}
     for label in ("Naive-KD", "SSWA"):
@@ -678,25 +1083,56 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
     other = [k for k in MAPS if k != "Grad-CAM"]  # Grad-CAM's comparison and controls are Table 1's (each number in one notebook)
     for k in other:
         for m in ("AUC", "Point Acc"):
-            claims.append(_compare(compared, f"t2/sswa-over-naive-kd/{_slug(k)}/{_slug(m)}", f"SSWA's {k} {m} >= Naive-KD's",
-                                   by_map("SSWA", k), by_map("Naive-KD", k), m, "SSWA", "Naive-KD", "distill/other-maps"))
+            claims.append(
+                _compare(
+                    compared,
+                    f"t2/sswa-over-naive-kd/{_slug(k)}/{_slug(m)}",
+                    f"SSWA's {k} {m} >= Naive-KD's",
+                    by_map("SSWA", k),
+                    by_map("Naive-KD", k),
+                    m,
+                    "SSWA",
+                    "Naive-KD",
+                    "distill/other-maps",
+                )
+            )
     alive = [i for i, r in enumerate(runs["SSWA"]) if not r[any_map]["collapsed"]]
     for k in other:  # controls, on the SSWA students
-        for c, m, ctl in (("random", "AUC", "random map"), ("intensity-image", "AUC", "input intensity"),
-                          ("intensity", "AUC among objects", "input intensity")):
+        for c, m, ctl in (
+            ("random", "AUC", "random map"),
+            ("intensity-image", "AUC", "input intensity"),
+            ("intensity", "AUC among objects", "input intensity"),
+        ):
             key = f"t2/control/{_slug(k)}/{c}"
             a, b = [runs["SSWA"][i][k][m] for i in alive], [runs["SSWA"][i][ctl][m] for i in alive]
-            compared[key] = {"measure": m, "values": {f"SSWA {k}": a, ctl: b}, "collapsed": {"SSWA": [r[any_map]["collapsed"] for r in runs["SSWA"]]}}
-            text = {"random": f"Control: SSWA's {k} AUC is above a random map's",
-                    "intensity-image": f"Control: SSWA's {k} AUC (whole image, the paper's metric) is above the input intensity's",
-                    "intensity": f"SSWA's {k} AUC among objects is above the input intensity's"}[c]
-            detail = {"random": "random map: a fresh draw per call", "intensity-image": "intensity: a map that ignores the model",
-                      "intensity": "intensity among object pixels only"}[c]
-            claims.append(_seed_claim(key, text, np.subtract(a, b), detail, "distill/other-maps", "diagnostic" if c == "intensity" else "control"))
+            compared[key] = {
+                "measure": m,
+                "values": {f"SSWA {k}": a, ctl: b},
+                "collapsed": {"SSWA": [r[any_map]["collapsed"] for r in runs["SSWA"]]},
+            }
+            text = {
+                "random": f"Control: SSWA's {k} AUC is above a random map's",
+                "intensity-image": f"Control: SSWA's {k} AUC (whole image, the paper's metric) is above the input intensity's",
+                "intensity": f"SSWA's {k} AUC among objects is above the input intensity's",
+            }[c]
+            detail = {
+                "random": "random map: a fresh draw per call",
+                "intensity-image": "intensity: a map that ignores the model",
+                "intensity": "intensity among object pixels only",
+            }[c]
+            claims.append(
+                _seed_claim(
+                    key, text, np.subtract(a, b), detail, "distill/other-maps", "diagnostic" if c == "intensity" else "control"
+                )
+            )
     shown = [k for k in ("EBP", "LRP a1b0", "FullGrad", THIRD_MAP, "Grad-CAM") if k in MAPS or k == THIRD_MAP]
     cols = [f"{k} {m}" for k in shown for m in ("AUC", "Point Acc")] + ["random map AUC", "input intensity AUC among objects"]
-    extra = dict(final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")}, maps={k: v[0] for k, v in MAPS.items()},
-                 main=S.cfg["main"], note="third paper map unreadable in the rebuttal text (likely RAP, not implemented); FullGrad added")
+    extra = dict(
+        final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")},
+        maps={k: v[0] for k, v in MAPS.items()},
+        main=S.cfg["main"],
+        note="third paper map unreadable in the rebuttal text (likely RAP, not implemented); FullGrad added",
+    )
     title = f"Rebuttal Table 2 — {S.model_name}; {S.cfg['main']} students, mean ± se over {len(S.seeds)} seed(s)"
     return _result(S, table, cols, title, 1, measured, claims, compared, extra, PAPER_T2)
 
@@ -704,17 +1140,36 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
 PRUNE_VARIANTS = {"w/o matching": "none", "SSWA matching": "sswa"}
 
 
-def pruning(S: Setup, variants=tuple(PRUNE_VARIANTS), p: float | None = None, ft_epochs: int | None = None,
-            rounds: int | None = None, round_epochs: int | None = None) -> Result:
+def pruning(
+    S: Setup,
+    variants=tuple(PRUNE_VARIANTS),
+    p: float | None = None,
+    ft_epochs: int | None = None,
+    rounds: int | None = None,
+    round_epochs: int | None = None,
+) -> Result:
     "Structured (L1 filter, rate `p`) and unstructured (iterative magnitude, `rounds`) pruning of the teacher, fine-tuned with each of `variants` (None: the budget's recipe)."
     from attribkit.models import num_params
+
     C = S.cfg
     V = _pick(variants, PRUNE_VARIANTS, "variants")
-    P = dict(p=C["prune_p"] if p is None else p, ft_epochs=C["ft_epochs"] if ft_epochs is None else ft_epochs,
-             rounds=C["rounds"] if rounds is None else rounds, round_epochs=C["round_epochs"] if round_epochs is None else round_epochs)
+    P = dict(
+        p=C["prune_p"] if p is None else p,
+        ft_epochs=C["ft_epochs"] if ft_epochs is None else ft_epochs,
+        rounds=C["rounds"] if rounds is None else rounds,
+        round_epochs=C["round_epochs"] if round_epochs is None else round_epochs,
+    )
     pattern = _VGG16_PRUNE_PATTERN if len(conv_names(S.teacher)) == 13 else _VGG6_PRUNE_PATTERN
-    ft = dict(lr=1e-3, momentum=0.9, weight_decay=1e-4, batch_size=C["batch"], transfer_weight=C["lam"], drop_percent=0.3,
-              device=S.device, progress=False)
+    ft = dict(
+        lr=1e-3,
+        momentum=0.9,
+        weight_decay=1e-4,
+        batch_size=C["batch"],
+        transfer_weight=C["lam"],
+        drop_percent=0.3,
+        device=S.device,
+        progress=False,
+    )
     T = S.scores(S.teacher, controls=True)
     rows, rand = {"Unpruned teacher": [S.row(T)]}, {}
     controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}  # the unpruned teacher's controls
@@ -724,14 +1179,34 @@ def pruning(S: Setup, variants=tuple(PRUNE_VARIANTS), p: float | None = None, ft
     for s in S.seeds:
         for label in V:
             net = copy.deepcopy(pruned)
-            distill(S.teacher, net, S.distill_set, PRUNE_VARIANTS[label], C["match"], C["match"], epochs=P["ft_epochs"], kd=False,
-                    seed=s, **ft)
+            distill(
+                S.teacher,
+                net,
+                S.distill_set,
+                PRUNE_VARIANTS[label],
+                C["match"],
+                C["match"],
+                epochs=P["ft_epochs"],
+                kd=False,
+                seed=s,
+                **ft,
+            )
             r = S.scores(net, controls=True)
             rows.setdefault(f"Structured, {label}", []).append(S.row(r))
             rand.setdefault(f"Structured, {label}", []).append(r)
-            net, masks, hist = iterative_magnitude_prune(S.teacher, S.teacher, S.distill_set, rounds=P["rounds"], rate=0.2,
-                                                         variant=PRUNE_VARIANTS[label], teacher_layer=C["match"],
-                                                         student_layer=C["match"], epochs=P["round_epochs"], seed=s, **ft)
+            net, masks, hist = iterative_magnitude_prune(
+                S.teacher,
+                S.teacher,
+                S.distill_set,
+                rounds=P["rounds"],
+                rate=0.2,
+                variant=PRUNE_VARIANTS[label],
+                teacher_layer=C["match"],
+                student_layer=C["match"],
+                epochs=P["round_epochs"],
+                seed=s,
+                **ft,
+            )
             info["unstructured sparsity"] = hist[-1]["sparsity"]
             r = S.scores(net, controls=True)
             rows.setdefault(f"Unstructured, {label}", []).append(S.row(r))
@@ -743,28 +1218,55 @@ def pruning(S: Setup, variants=tuple(PRUNE_VARIANTS), p: float | None = None, ft
         if "w/o matching" in V and "SSWA matching" in V:
             wo, w = rows[f"{kind}, w/o matching"], rows[f"{kind}, SSWA matching"]
             for m in ("AUC", "Point Acc", "mAP"):
-                text = (f"{kind} pruning: {m} with SSWA matching >= without" if m != "mAP"
-                        else f"{kind} pruning: SSWA matching costs no mAP (mAP with >= without)")
+                text = (
+                    f"{kind} pruning: {m} with SSWA matching >= without"
+                    if m != "mAP"
+                    else f"{kind} pruning: SSWA matching costs no mAP (mAP with >= without)"
+                )
                 pc = "distill/no-accuracy-cost" if m == "mAP" else "distill/pruning"
-                claims.append(_compare(compared, f"prune/{kind.lower()}/with-over-without/{_slug(m)}", text, w, wo, m, "with", "without", pc))
+                claims.append(
+                    _compare(
+                        compared, f"prune/{kind.lower()}/with-over-without/{_slug(m)}", text, w, wo, m, "with", "without", pc
+                    )
+                )
         if "SSWA matching" in V:
             rs = rand[f"{kind}, SSWA matching"]
-            for c, m, ctl, what in (("random", "AUC", "random", "a random map's"), ("intensity-image", "AUC", "intensity", "the input intensity's"),
-                                    ("intensity", "AUC_obj", "intensity", "the input intensity's")):
+            for c, m, ctl, what in (
+                ("random", "AUC", "random", "a random map's"),
+                ("intensity-image", "AUC", "intensity", "the input intensity's"),
+                ("intensity", "AUC_obj", "intensity", "the input intensity's"),
+            ):
                 key = f"prune/control/{c}/{kind.lower()}"
                 a, b = [r["gradcam"][m] for r in rs if "gradcam" in r], [r[ctl][m] for r in rs if "gradcam" in r]
                 compared[key] = {"measure": m, "values": {"Grad-CAM": a, ctl: b}, "collapsed": {}}
-                text = {"random": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC is above a random map's",
-                        "intensity-image": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC (whole image) is above the input intensity's",
-                        "intensity": f"{kind}-pruned SSWA networks' Grad-CAM AUC among objects is above the input intensity's"}[c]
-                detail = {"random": "random map: a fresh draw per call", "intensity-image": "intensity: a map that ignores the model",
-                          "intensity": "intensity among object pixels only"}[c]
-                claims.append(_seed_claim(key, text, np.subtract(a, b), detail, "distill/pruning", "diagnostic" if c == "intensity" else "control"))
-    summary = (f"Structured pruning: {info['structured params'][0]} → {info['structured params'][1]} parameters; unstructured "
-               f"sparsity {info.get('unstructured sparsity', nan):.1%} after {P['rounds']} round(s).")
-    extra = dict(recipe=P, pattern=list(pattern), params_before_after=list(info["structured params"]),
-                 unstructured_sparsity=info.get("unstructured sparsity", nan), transfer_weight=C["lam"], controls=controls,
-                 note="main-paper pruning tables not retrievable; structured pruning removes filters physically")
+                text = {
+                    "random": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC is above a random map's",
+                    "intensity-image": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC (whole image) is above the input intensity's",
+                    "intensity": f"{kind}-pruned SSWA networks' Grad-CAM AUC among objects is above the input intensity's",
+                }[c]
+                detail = {
+                    "random": "random map: a fresh draw per call",
+                    "intensity-image": "intensity: a map that ignores the model",
+                    "intensity": "intensity among object pixels only",
+                }[c]
+                claims.append(
+                    _seed_claim(
+                        key, text, np.subtract(a, b), detail, "distill/pruning", "diagnostic" if c == "intensity" else "control"
+                    )
+                )
+    summary = (
+        f"Structured pruning: {info['structured params'][0]} → {info['structured params'][1]} parameters; unstructured "
+        f"sparsity {info.get('unstructured sparsity', nan):.1%} after {P['rounds']} round(s)."
+    )
+    extra = dict(
+        recipe=P,
+        pattern=list(pattern),
+        params_before_after=list(info["structured params"]),
+        unstructured_sparsity=info.get("unstructured sparsity", nan),
+        transfer_weight=C["lam"],
+        controls=controls,
+        note="main-paper pruning tables not retrievable; structured pruning removes filters physically",
+    )
     title = f"Pruning — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)"
     return _result(S, table, list(cols), title, 1, _flat(table), claims, compared, extra, notes=(summary,))
 
@@ -777,6 +1279,7 @@ def _roar_data(S: Setup, n_train) -> tuple:
     if S.data_name != "voc2012":
         return TensorDataset(*(t[:n_train] for t in S.train_set.tensors[:2])), TensorDataset(*S.eval_set.tensors[:2])
     from attribkit import data as D
+
     voc = D.voc2012(S.run.data_path(""), "classification", S.cfg["size"], augment=False)
     return first(voc.train, n_train), first(voc.test, S.cfg["n_test"])
 
@@ -785,11 +1288,17 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
     "ROAR curves (retrained mAP per removed fraction of `fractions`, `epochs` of retraining; None: the budget's) of the Grad-CAM of each of `models` (of the teacher, a Naive-KD and an SSWA student), random and intensity removal."
     from attribkit.metrics import roar as roar_curve, multilabel_map
     from attribkit.models import train
+
     C = S.cfg
     M = _pick(models, ROAR_MODELS, "models")
     F = tuple(C["roar_fractions"] if fractions is None else fractions)
-    R = dict(fractions=F, epochs=int(C["roar_epochs"] if epochs is None else epochs), batch=C["roar_batch"],
-             n_train=C["roar_n_train"], lr=C["roar_lr"])
+    R = dict(
+        fractions=F,
+        epochs=int(C["roar_epochs"] if epochs is None else epochs),
+        batch=C["roar_batch"],
+        n_train=C["roar_n_train"],
+        lr=C["roar_lr"],
+    )
     xtr, xte = _roar_data(S, R["n_train"])
 
     def score(z, y):
@@ -803,12 +1312,24 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
         def factory():
             return torchvision.models.vgg11_bn(num_classes=S.num_classes)
     else:
+
         def factory():
             return S.net(4 * C["teacher_width"])  # the x4 layout of the scale
 
     def train_fn(net, x, y, gen):
-        train(net, TensorDataset(x, y), epochs=R["epochs"], lr=R["lr"], optimizer="adam", weight_decay=0.0, batch_size=R["batch"],
-              loss="bce", seed=int(torch.randint(0, 2**31 - 1, (1,), generator=gen)), device=S.device, progress=False)
+        train(
+            net,
+            TensorDataset(x, y),
+            epochs=R["epochs"],
+            lr=R["lr"],
+            optimizer="adam",
+            weight_decay=0.0,
+            batch_size=R["batch"],
+            loss="bce",
+            seed=int(torch.randint(0, 2**31 - 1, (1,), generator=gen)),
+            device=S.device,
+            progress=False,
+        )
         return net
 
     def intensity(x, y):  # the trivial baseline ranking: the brightest pixels first
@@ -818,16 +1339,43 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
     for s in S.seeds:
         nets = {"Teacher": lambda: S.teacher, "Naive-KD": lambda: S.student(s, "naive"), "SSWA": lambda: S.student(s, "sswa")}
         nets = {n: nets[n]() for n in M}
-        for i, (name, net) in enumerate(nets.items()):  # the first call also retrains the unmasked baseline and the random control
-            r = roar_curve(xtr, xte, "gradcam", factory, train_fn, fractions=F, model=net, metric=score,
-                           method_kwargs=dict(layer=C["eval_layer"]), random_control=(i == 0), baseline=(i == 0),
-                           batch_size=128, progress=False, seed=s)
-            curves.setdefault(name, []).append(r.scores["attribution"][-len(F):, 0].numpy())
+        for i, (name, net) in enumerate(
+            nets.items()
+        ):  # the first call also retrains the unmasked baseline and the random control
+            r = roar_curve(
+                xtr,
+                xte,
+                "gradcam",
+                factory,
+                train_fn,
+                fractions=F,
+                model=net,
+                metric=score,
+                method_kwargs=dict(layer=C["eval_layer"]),
+                random_control=(i == 0),
+                baseline=(i == 0),
+                batch_size=128,
+                progress=False,
+                seed=s,
+            )
+            curves.setdefault(name, []).append(r.scores["attribution"][-len(F) :, 0].numpy())
             if i == 0:
                 curves.setdefault("No removal", []).append(r.scores["attribution"][:1, 0].numpy())
-                curves.setdefault("Random", []).append(r.scores["random"][-len(F):, 0].numpy())
-        r = roar_curve(xtr, xte, intensity, factory, train_fn, fractions=F, metric=score, random_control=False, baseline=False,
-                       batch_size=128, progress=False, seed=s)
+                curves.setdefault("Random", []).append(r.scores["random"][-len(F) :, 0].numpy())
+        r = roar_curve(
+            xtr,
+            xte,
+            intensity,
+            factory,
+            train_fn,
+            fractions=F,
+            metric=score,
+            random_control=False,
+            baseline=False,
+            batch_size=128,
+            progress=False,
+            seed=s,
+        )
         curves.setdefault("Input intensity", []).append(r.scores["attribution"][:, 0].numpy())
     A = {n: np.stack(c) for n, c in curves.items()}  # (seeds, fractions)
     measured = {"chance mAP (random scores)": chance}
@@ -850,25 +1398,54 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
         return _seed_claim(key, text, per_seed, detail, "distill/roar", "control")
 
     for n in M:
-        claims.append(rc(f"roar/{_slug(n)}-below-random", f"Control: {n} Grad-CAM removal lowers the retrained mAP more than random removal",
-                         n, "Random", f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs random {A['Random'].mean():.1f}"))
-        claims.append(rc(f"roar/control/{_slug(n)}-below-intensity",
-                         f"Control: {n} Grad-CAM removal lowers the retrained mAP more than removing the brightest pixels", n,
-                         "Input intensity", f"{n} {A[n].mean():.1f} vs input intensity {A['Input intensity'].mean():.1f}"))
+        claims.append(
+            rc(
+                f"roar/{_slug(n)}-below-random",
+                f"Control: {n} Grad-CAM removal lowers the retrained mAP more than random removal",
+                n,
+                "Random",
+                f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs random {A['Random'].mean():.1f}",
+            )
+        )
+        claims.append(
+            rc(
+                f"roar/control/{_slug(n)}-below-intensity",
+                f"Control: {n} Grad-CAM removal lowers the retrained mAP more than removing the brightest pixels",
+                n,
+                "Input intensity",
+                f"{n} {A[n].mean():.1f} vs input intensity {A['Input intensity'].mean():.1f}",
+            )
+        )
     if set(ROAR_MODELS) <= set(M):
+
         def gap(n):
             return np.abs(A[n] - A["Teacher"]).mean(1)
+
         key = "roar/sswa-closer-than-naive-kd"
-        compared[key] = {"measure": "mean |Δ mAP| to the teacher", "values": {"SSWA": gap("SSWA").tolist(), "Naive-KD": gap("Naive-KD").tolist()},
-                         "collapsed": {}}
+        compared[key] = {
+            "measure": "mean |Δ mAP| to the teacher",
+            "values": {"SSWA": gap("SSWA").tolist(), "Naive-KD": gap("Naive-KD").tolist()},
+            "collapsed": {},
+        }
         text = "SSWA's ROAR curve is closer to the teacher's than Naive-KD's"
-        detail = f"mean |Δ mAP| to the teacher: SSWA {gap('SSWA').mean():.2f}, Naive-KD {gap('Naive-KD').mean():.2f}, paired by seed"
-        claims.append(not_evaluable(key, text, why, n=len(S.seeds), paper_claim="distill/roar") if near_prior
-                      else _seed_claim(key, text, gap("Naive-KD") - gap("SSWA"), detail, "distill/roar"))
+        detail = (
+            f"mean |Δ mAP| to the teacher: SSWA {gap('SSWA').mean():.2f}, Naive-KD {gap('Naive-KD').mean():.2f}, paired by seed"
+        )
+        claims.append(
+            not_evaluable(key, text, why, n=len(S.seeds), paper_claim="distill/roar")
+            if near_prior
+            else _seed_claim(key, text, gap("Naive-KD") - gap("SSWA"), detail, "distill/roar")
+        )
     losses = {m: S.loss_terms(VARIANTS[m]) for m in ("Naive-KD", "SSWA") if m in M}
-    extra = dict(fractions=list(F), retrain=R, final_epoch_losses={VARIANTS[m]: v for m, v in losses.items()},
-                 curves={n: a.tolist() for n, a in A.items()}, chance_map=chance, no_removal_map=base,
-                 note="retrained classifier: the scale's x4 layout (smoke/cpu) or vgg11_bn (paper), Adam; score: per-sample mAP x100 on perturbed test images")
+    extra = dict(
+        fractions=list(F),
+        retrain=R,
+        final_epoch_losses={VARIANTS[m]: v for m, v in losses.items()},
+        curves={n: a.tolist() for n, a in A.items()},
+        chance_map=chance,
+        no_removal_map=base,
+        note="retrained classifier: the scale's x4 layout (smoke/cpu) or vgg11_bn (paper), Adam; score: per-sample mAP x100 on perturbed test images",
+    )
     cols = ["no removal"] + [f"{f:.0%} removed" for f in F]
     title = f"ROAR, retrained mAP — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)"
     return _result(S, table, cols, title, 1, measured, claims, compared, extra)
@@ -882,8 +1459,14 @@ def _bars(ax, names, cells, paper=None, colors=None):
     vals, errs = zip(*[_cell(c) for c in cells])
     ax.bar(range(len(names)), vals, yerr=errs, capsize=3, color=colors or [f"C{i}" for i in range(len(names))], label="ours")
     if paper and any(p is not None for p in paper):
-        ax.scatter([i for i, p in enumerate(paper) if p is not None], [p for p in paper if p is not None], marker="x", color="k",
-                   zorder=3, label="paper (VOC 2012)")
+        ax.scatter(
+            [i for i, p in enumerate(paper) if p is not None],
+            [p for p in paper if p is not None],
+            marker="x",
+            color="k",
+            zorder=3,
+            label="paper (VOC 2012)",
+        )
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
 
@@ -904,6 +1487,7 @@ def _measure_bars(res, paper: dict):
     "Bars of mAP, F1, AUC and Point Acc per row of `res.extra['table']`, the paper's means as ×, the teacher's controls as lines."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
+
     E = res.extra
     fig, axes = plt.subplots(1, 4, figsize=(14, 4.2), layout="constrained")
     names = [n for n in E["table"] if "(control)" not in n]
@@ -932,6 +1516,7 @@ def pruning_figure(res: Result):
 def table2_figure(res: Result):
     "Rebuttal Table 2: AUC and Point Acc per map for the teacher and the students (bars), the paper's values (×)."
     import matplotlib.pyplot as plt
+
     E = res.extra
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True, layout="constrained")
     maps = list(E["maps"]) + [THIRD_MAP, "random map", "input intensity"]
@@ -939,30 +1524,54 @@ def table2_figure(res: Result):
         for j, who in enumerate(E["table"]):
             cells = [E["table"][who].get(f"{k} {m}") for k in maps]
             v = [_cell(c) if c is not None else (nan, 0) for c in cells]
-            ax.bar(np.arange(len(maps)) + 0.27 * (j - 1), [a for a, _ in v], 0.27, yerr=[b for _, b in v], capsize=2, label=f"{who} (ours)")
+            ax.bar(
+                np.arange(len(maps)) + 0.27 * (j - 1),
+                [a for a, _ in v],
+                0.27,
+                yerr=[b for _, b in v],
+                capsize=2,
+                label=f"{who} (ours)",
+            )
             p = [PAPER_T2.get(who, {}).get(f"{k} {m}") for k in maps]
-            ax.scatter([i + 0.27 * (j - 1) for i, q in enumerate(p) if q is not None], [q for q in p if q is not None],
-                       marker="x", color=f"C{j}", edgecolor="k", zorder=3, label=f"{who} (paper, VOC)")
+            ax.scatter(
+                [i + 0.27 * (j - 1) for i, q in enumerate(p) if q is not None],
+                [q for q in p if q is not None],
+                marker="x",
+                color=f"C{j}",
+                edgecolor="k",
+                zorder=3,
+                label=f"{who} (paper, VOC)",
+            )
         ax.set_xticks(range(len(maps)))
         ax.set_xticklabels(maps, rotation=25, ha="right", fontsize=7)
         ax.set_ylabel(f"{m} (%) ↑")
         ax.set_title(m)
         ax.tick_params(labelleft=True)
     _legend_below(fig, axes, ncol=3)
-    fig.suptitle(f"Rebuttal Table 2 — {E['model']}, {E['main']} students, {len(E['seeds'])} seed(s); random map and input intensity "
-                 "are controls", fontsize=8)
+    fig.suptitle(
+        f"Rebuttal Table 2 — {E['model']}, {E['main']} students, {len(E['seeds'])} seed(s); random map and input intensity "
+        "are controls",
+        fontsize=8,
+    )
     return fig
 
 
 def roar_figure(res: Result):
     "ROAR curves: retrained mAP per removed fraction for each map and the controls, with no removal and random scores as lines."
     import matplotlib.pyplot as plt
+
     E = res.extra
     fig, ax = plt.subplots(figsize=(8.5, 3.8), layout="constrained")
     for n in [n for n in (*ROAR_MODELS, "Random", "Input intensity") if n in E["curves"]]:
         a = np.asarray(E["curves"][n])
-        ax.errorbar([100 * f for f in E["fractions"]], a.mean(0), yerr=a.std(0, ddof=1) / np.sqrt(len(a)) if len(a) > 1 else None,
-                    marker="o", capsize=3, label=n + (" (control)" if n in ("Random", "Input intensity") else " Grad-CAM"))
+        ax.errorbar(
+            [100 * f for f in E["fractions"]],
+            a.mean(0),
+            yerr=a.std(0, ddof=1) / np.sqrt(len(a)) if len(a) > 1 else None,
+            marker="o",
+            capsize=3,
+            label=n + (" (control)" if n in ("Random", "Input intensity") else " Grad-CAM"),
+        )
     ax.axhline(np.mean(E["curves"]["No removal"]), color="0.5", ls=":", label="no removal")
     ax.axhline(E["chance_map"], color="k", ls="--", lw=0.8, label="chance (random scores)")
     ax.set_xlabel("pixels removed (%)")

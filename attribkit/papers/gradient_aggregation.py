@@ -28,119 +28,204 @@ __all__ = ['TABLE1', 'TABLE2', 'TABLE3', 'PAPER_IMAGES', 'PAPER_CLAIMS', 'FLIP_S
 def _rows(cols: list, values: dict) -> dict:
     return {k: dict(zip(cols, v)) for k, v in values.items()}
 
-TABLE1 = {("VGG-16", "LeRF"): {"G×I": 0.078, "DGA(G×I)": 0.420, "DGA": 0.434},     # Appendix G, Table 1
-          ("VGG-16", "MoRF"): {"G×I": 0.045, "DGA(G×I)": 0.028, "DGA": 0.023},
-          ("ResNet-18", "LeRF"): {"G×I": 0.171, "DGA(G×I)": 0.506, "DGA": 0.533},
-          ("ResNet-18", "MoRF"): {"G×I": 0.105, "DGA(G×I)": 0.028, "DGA": 0.019},
-          ("Inception-V3", "LeRF"): {"G×I": 0.114, "DGA(G×I)": 0.670, "DGA": 0.691},
-          ("Inception-V3", "MoRF"): {"G×I": 0.050, "DGA(G×I)": 0.066, "DGA": 0.041}}
-_TABLE2_COLS = ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA"]     # Appendix H, Table 2
-TABLE2 = _rows(_TABLE2_COLS, {("VGG-16", "LeRF"): [0.141, 0.262, 0.157, 0.325, 0.417, 0.349, 0.434],
-                             ("ResNet-18", "LeRF"): [0.204, 0.339, 0.239, 0.401, 0.551, 0.479, 0.533],
-                             ("Inception-V3", "LeRF"): [0.233, 0.587, 0.239, 0.610, 0.719, 0.646, 0.691],
-                             ("VGG-16", "MoRF"): [0.036, 0.035, 0.030, 0.036, 0.039, 0.018, 0.023],
-                             ("ResNet-18", "MoRF"): [0.041, 0.039, 0.032, 0.036, 0.034, 0.014, 0.019],
-                             ("Inception-V3", "MoRF"): [0.125, 0.070, 0.120, 0.069, 0.082, 0.029, 0.041]})
+
+TABLE1 = {
+    ("VGG-16", "LeRF"): {"G×I": 0.078, "DGA(G×I)": 0.420, "DGA": 0.434},  # Appendix G, Table 1
+    ("VGG-16", "MoRF"): {"G×I": 0.045, "DGA(G×I)": 0.028, "DGA": 0.023},
+    ("ResNet-18", "LeRF"): {"G×I": 0.171, "DGA(G×I)": 0.506, "DGA": 0.533},
+    ("ResNet-18", "MoRF"): {"G×I": 0.105, "DGA(G×I)": 0.028, "DGA": 0.019},
+    ("Inception-V3", "LeRF"): {"G×I": 0.114, "DGA(G×I)": 0.670, "DGA": 0.691},
+    ("Inception-V3", "MoRF"): {"G×I": 0.050, "DGA(G×I)": 0.066, "DGA": 0.041},
+}
+_TABLE2_COLS = ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA"]  # Appendix H, Table 2
+TABLE2 = _rows(
+    _TABLE2_COLS,
+    {
+        ("VGG-16", "LeRF"): [0.141, 0.262, 0.157, 0.325, 0.417, 0.349, 0.434],
+        ("ResNet-18", "LeRF"): [0.204, 0.339, 0.239, 0.401, 0.551, 0.479, 0.533],
+        ("Inception-V3", "LeRF"): [0.233, 0.587, 0.239, 0.610, 0.719, 0.646, 0.691],
+        ("VGG-16", "MoRF"): [0.036, 0.035, 0.030, 0.036, 0.039, 0.018, 0.023],
+        ("ResNet-18", "MoRF"): [0.041, 0.039, 0.032, 0.036, 0.034, 0.014, 0.019],
+        ("Inception-V3", "MoRF"): [0.125, 0.070, 0.120, 0.069, 0.082, 0.029, 0.041],
+    },
+)
 _TABLE3_COLS = ["G×I", "GBP", "IG", "FullGrad", "GIG", "DeepLIFT", "LRP", "SmoothGrad", "RISE", "Grad-CAM", "DGA"]
-TABLE3 = _rows(_TABLE3_COLS, {     # main Table 1 (first five baselines) and Appendix I, Table 3
-    ("VGG-16", "LeRF"): [0.078, 0.094, 0.096, 0.415, 0.110, 0.095, 0.240, 0.360, 0.393, 0.414, 0.434],
-    ("ResNet-18", "LeRF"): [0.171, 0.145, 0.243, 0.558, 0.255, 0.143, 0.348, 0.375, 0.410, 0.429, 0.533],
-    ("Inception-V3", "LeRF"): [0.114, 0.124, 0.158, 0.448, 0.185, 0.159, None, 0.548, 0.500, 0.554, 0.691],
-    ("VGG-16", "MoRF"): [0.045, 0.113, 0.036, 0.110, 0.029, 0.027, 0.045, 0.064, 0.130, 0.111, 0.023],
-    ("ResNet-18", "MoRF"): [0.105, 0.162, 0.066, 0.175, 0.061, 0.041, 0.062, 0.078, 0.115, 0.115, 0.019],
-    ("Inception-V3", "MoRF"): [0.050, 0.145, 0.038, 0.131, 0.029, 0.109, None, 0.114, 0.144, 0.123, 0.041]})
-PAPER_IMAGES = 50_000   # ImageNet validation images the paper evaluates
-_FIG9_N, _FIG9_Q = [1, 10, 20, 30, 50, 100], [0.6, 0.7, 0.8, 0.9, 1.0]   # Appendix K, Figure 9 grid (ResNet-18)
+TABLE3 = _rows(
+    _TABLE3_COLS,
+    {  # main Table 1 (first five baselines) and Appendix I, Table 3
+        ("VGG-16", "LeRF"): [0.078, 0.094, 0.096, 0.415, 0.110, 0.095, 0.240, 0.360, 0.393, 0.414, 0.434],
+        ("ResNet-18", "LeRF"): [0.171, 0.145, 0.243, 0.558, 0.255, 0.143, 0.348, 0.375, 0.410, 0.429, 0.533],
+        ("Inception-V3", "LeRF"): [0.114, 0.124, 0.158, 0.448, 0.185, 0.159, None, 0.548, 0.500, 0.554, 0.691],
+        ("VGG-16", "MoRF"): [0.045, 0.113, 0.036, 0.110, 0.029, 0.027, 0.045, 0.064, 0.130, 0.111, 0.023],
+        ("ResNet-18", "MoRF"): [0.105, 0.162, 0.066, 0.175, 0.061, 0.041, 0.062, 0.078, 0.115, 0.115, 0.019],
+        ("Inception-V3", "MoRF"): [0.050, 0.145, 0.038, 0.131, 0.029, 0.109, None, 0.114, 0.144, 0.123, 0.041],
+    },
+)
+PAPER_IMAGES = 50_000  # ImageNet validation images the paper evaluates
+_FIG9_N, _FIG9_Q = [1, 10, 20, 30, 50, 100], [0.6, 0.7, 0.8, 0.9, 1.0]  # Appendix K, Figure 9 grid (ResNet-18)
+
 
 def contradictions(table: dict, method: str = "DGA(G×I)", reference: str = "G×I") -> list[tuple]:
     "(model, order, method value, reference value) wherever the paper's own `table` does not have `method` beating `reference`."
-    return [(m, o, row[method], row[reference]) for (m, o), row in table.items()
-            if (row[method] - row[reference]) * (1 if o == "LeRF" else -1) <= 0]
+    return [
+        (m, o, row[method], row[reference])
+        for (m, o), row in table.items()
+        if (row[method] - row[reference]) * (1 if o == "LeRF" else -1) <= 0
+    ]
+
 
 def _paper_text(table: dict, cols: list) -> str:
     "The paper's values of `cols` in `table` as text: 'LeRF ↑ (a / b): VGG-16 0.078 / 0.434, …; MoRF ↓ (…): …'."
     parts = []
     for order in ("LeRF", "MoRF"):
-        rows = [f"{m} " + " / ".join("–" if row.get(c) is None else f"{row[c]:.3f}" for c in cols)
-                for (m, o), row in table.items() if o == order]
+        rows = [
+            f"{m} " + " / ".join("–" if row.get(c) is None else f"{row[c]:.3f}" for c in cols)
+            for (m, o), row in table.items()
+            if o == order
+        ]
         parts.append(f"{order} {'↑' if order == 'LeRF' else '↓'} ({' / '.join(cols)}): " + ", ".join(rows))
     return "; ".join(parts)
 
+
 _FLIP = "pixel-flip AUC of the target's softmax probability: LeRF ↑ (least relevant removed first), MoRF ↓ (most relevant first)"
-_CPU = ("cpu: VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on Fashion-MNIST 32 × 32, "
-        "3 seeds; paper scale: the torchvision models on ImageNet val")
-PAPER_CLAIMS = [   # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) claims, with the notebooks that test it
-    PaperClaim("dga/over-gxi", "001", "“the proposed DGA achieves the best performance in both LeRF and MoRF metrics” "
-               "(against G*I, Table 1)", "Appendix G, Table 1", _paper_text(TABLE1, ["G×I", "DGA"]), _FLIP,
-               _CPU + " (dga_table1_local)"),
-    PaperClaim("dga/aggregation-gxi", "001", "“the proposed aggregation on the distillation sequence itself still induces the "
-               "performance improvement, which can be verified by comparing G*I and DGA (G*I)”", "Appendix G, Table 1",
-               _paper_text(TABLE1, ["G×I", "DGA(G×I)"]) + " (the paper's Inception-V3 MoRF contradicts it)", _FLIP,
-               _CPU + " (dga_table1_local)"),
-    PaperClaim("dga/not-relu-alone", "001", "“DGA shows better performance than such ReLU variants [of IG and GIG] … the "
-               "combination of distillation and ReLU achieves high performance, rather than ReLU itself”", "Appendix H, Table 2",
-               _paper_text(TABLE2, ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA"]), _FLIP, _CPU + " (dga_table2_ablation)"),
-    PaperClaim("dga/masks-flip", "001", "“using WC show better performance in LeRF, but EPC better performs in MoRF”",
-               "Appendix H, Table 2", _paper_text(TABLE2, ["DGA_W", "DGA_E"]), _FLIP + " (WC only vs EPC only)",
-               _CPU + " (dga_table2_ablation)"),
-    PaperClaim("dga/baselines", "001", "“DGA still shows the best performance” (against G*I, GBP, IG, FullGrad, GIG, "
-               "DeepLIFT, LRP, SmoothGrad, RISE, Grad-CAM)", "main Table 1 and Appendix I, Table 3",
-               _paper_text(TABLE3, _TABLE3_COLS), _FLIP,
-               _CPU + " (dga_table3_baselines; G×I in dga_table1_local; LRP with the α1β0 rule: the paper does not name its rule)"),
-    PaperClaim("dga/n-steps", "001", "“the multiple steps (i.e., N > 1) always increase the performance of MoRF/LeRF regardless "
-               "of the EPC threshold q”", "Appendix K, Figure 9", "figure only (ResNet-18, 1k ImageNet training images, "
-               "N ∈ {1, 10, 20, 30, 50, 100}, q ∈ {0.6, …, 1.0}); no numbers", _FLIP + " (N = 30 against N = 1, per q)",
-               "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
-               "(dga_fig9_grid)"),
-    PaperClaim("dga/low-q", "001", "“the low EPC threshold q usually increase the performance of MoRF with degradation of the "
-               "performance of LeRF”", "Appendix K, Figure 9", "figure only; no numbers",
-               _FLIP + " (q = 0.6 against q = 1.0 at N = 30: MoRF lower, LeRF lower)",
-               "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 "
-               "(dga_fig9_grid)"),
-    PaperClaim("dga/masks-object", "001", "“WC and EPC masks also help to concentrate on the object-aligned features”",
-               "Appendix A, Figure 1 (qualitative)", "figure only; no numbers",
-               "share of the map's positive mass on the target object ↑ (ours: the paper has no metric)",
-               _CPU + "; object = the item's silhouette (pixel > 0.1) at cpu, the centred half-side square at paper scale "
-               "(dga_fig1_ablation; dga_fig8_path gives diagnostics)")]
+_CPU = (
+    "cpu: VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on Fashion-MNIST 32 × 32, "
+    "3 seeds; paper scale: the torchvision models on ImageNet val"
+)
+PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) claims, with the notebooks that test it
+    PaperClaim(
+        "dga/over-gxi",
+        "001",
+        "“the proposed DGA achieves the best performance in both LeRF and MoRF metrics” (against G*I, Table 1)",
+        "Appendix G, Table 1",
+        _paper_text(TABLE1, ["G×I", "DGA"]),
+        _FLIP,
+        _CPU + " (dga_table1_local)",
+    ),
+    PaperClaim(
+        "dga/aggregation-gxi",
+        "001",
+        "“the proposed aggregation on the distillation sequence itself still induces the "
+        "performance improvement, which can be verified by comparing G*I and DGA (G*I)”",
+        "Appendix G, Table 1",
+        _paper_text(TABLE1, ["G×I", "DGA(G×I)"]) + " (the paper's Inception-V3 MoRF contradicts it)",
+        _FLIP,
+        _CPU + " (dga_table1_local)",
+    ),
+    PaperClaim(
+        "dga/not-relu-alone",
+        "001",
+        "“DGA shows better performance than such ReLU variants [of IG and GIG] … the "
+        "combination of distillation and ReLU achieves high performance, rather than ReLU itself”",
+        "Appendix H, Table 2",
+        _paper_text(TABLE2, ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA"]),
+        _FLIP,
+        _CPU + " (dga_table2_ablation)",
+    ),
+    PaperClaim(
+        "dga/masks-flip",
+        "001",
+        "“using WC show better performance in LeRF, but EPC better performs in MoRF”",
+        "Appendix H, Table 2",
+        _paper_text(TABLE2, ["DGA_W", "DGA_E"]),
+        _FLIP + " (WC only vs EPC only)",
+        _CPU + " (dga_table2_ablation)",
+    ),
+    PaperClaim(
+        "dga/baselines",
+        "001",
+        "“DGA still shows the best performance” (against G*I, GBP, IG, FullGrad, GIG, DeepLIFT, LRP, SmoothGrad, RISE, Grad-CAM)",
+        "main Table 1 and Appendix I, Table 3",
+        _paper_text(TABLE3, _TABLE3_COLS),
+        _FLIP,
+        _CPU + " (dga_table3_baselines; G×I in dga_table1_local; LRP with the α1β0 rule: the paper does not name its rule)",
+    ),
+    PaperClaim(
+        "dga/n-steps",
+        "001",
+        "“the multiple steps (i.e., N > 1) always increase the performance of MoRF/LeRF regardless of the EPC threshold q”",
+        "Appendix K, Figure 9",
+        "figure only (ResNet-18, 1k ImageNet training images, N ∈ {1, 10, 20, 30, 50, 100}, q ∈ {0.6, …, 1.0}); no numbers",
+        _FLIP + " (N = 30 against N = 1, per q)",
+        "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
+        "(dga_fig9_grid)",
+    ),
+    PaperClaim(
+        "dga/low-q",
+        "001",
+        "“the low EPC threshold q usually increase the performance of MoRF with degradation of the performance of LeRF”",
+        "Appendix K, Figure 9",
+        "figure only; no numbers",
+        _FLIP + " (q = 0.6 against q = 1.0 at N = 30: MoRF lower, LeRF lower)",
+        "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 (dga_fig9_grid)",
+    ),
+    PaperClaim(
+        "dga/masks-object",
+        "001",
+        "“WC and EPC masks also help to concentrate on the object-aligned features”",
+        "Appendix A, Figure 1 (qualitative)",
+        "figure only; no numbers",
+        "share of the map's positive mass on the target object ↑ (ours: the paper has no metric)",
+        _CPU + "; object = the item's silhouette (pixel > 0.1) at cpu, the centred half-side square at paper scale "
+        "(dga_fig1_ablation; dga_fig8_path gives diagnostics)",
+    ),
+]
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #6637f2a2
 FLIP_STEPS = 20  # 5 % of the pixels per step
 
-def flip_scores(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, seed: int = 0,
-                steps: int = FLIP_STEPS, fill="zero") -> dict[str, Tensor]:
+
+def flip_scores(
+    model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, seed: int = 0, steps: int = FLIP_STEPS, fill="zero"
+) -> dict[str, Tensor]:
     "Per-image pixel-flip AUCs {'lerf_prob', 'morf_prob', 'lerf_logit', 'morf_logit'} under the DGA protocol."
-    curves = {order: flip_curves(model, inputs, attributions, target, order=order, steps=steps, fill=fill, unit="pixel",
-                                 seed=seed)   # one pass over the perturbed rows serves both the probability and the logit
-              for order in ("lerf", "morf")}
+    curves = {
+        order: flip_curves(
+            model, inputs, attributions, target, order=order, steps=steps, fill=fill, unit="pixel", seed=seed
+        )  # one pass over the perturbed rows serves both the probability and the logit
+        for order in ("lerf", "morf")
+    }
     return {f"{order}_{score}": curves[order][score].auc for score in ("prob", "logit") for order in ("lerf", "morf")}
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #599cdb0d
-SMOKE_MODELS = {"VGG-16": ("vgg16_bn_cifar", dict(num_classes=5, width=16)),
-                "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=5, width=2)),
-                "Inception-V3": ("lenet5", dict(num_classes=5, in_channels=3, input_size=32))}
+SMOKE_MODELS = {
+    "VGG-16": ("vgg16_bn_cifar", dict(num_classes=5, width=16)),
+    "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=5, width=2)),
+    "Inception-V3": ("lenet5", dict(num_classes=5, in_channels=3, input_size=32)),
+}
 SMOKE_RECIPE = dict(epochs=6, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
-CPU_MODELS = {"VGG-16": ("vgg16_bn_cifar", dict(num_classes=10, in_channels=1, width=16)),
-              "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=10, in_channels=1, width=2)),
-              "Inception-V3": ("lenet5", dict(num_classes=10, in_channels=1, input_size=32))}
+CPU_MODELS = {
+    "VGG-16": ("vgg16_bn_cifar", dict(num_classes=10, in_channels=1, width=16)),
+    "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=10, in_channels=1, width=2)),
+    "Inception-V3": ("lenet5", dict(num_classes=10, in_channels=1, input_size=32)),
+}
 CPU_RECIPE = dict(epochs=2, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=128, schedule="cosine")
-CPU_TRAIN = 6000   # Fashion-MNIST training images per model (a seeded subset; the budget of the cpu tier)
-CPU_SIZE = 32      # Fashion-MNIST resized to 32 x 32 so that the VGG's five poolings fit
-STAND_INS = {"VGG-16": "VGG-16-BN/16 (stand-in for VGG-16)", "ResNet-18": "ResNet-8/2 (stand-in for ResNet-18)",
-             "Inception-V3": "LeNet-5 (stand-in for Inception-V3)"}
+CPU_TRAIN = 6000  # Fashion-MNIST training images per model (a seeded subset; the budget of the cpu tier)
+CPU_SIZE = 32  # Fashion-MNIST resized to 32 x 32 so that the VGG's five poolings fit
+STAND_INS = {
+    "VGG-16": "VGG-16-BN/16 (stand-in for VGG-16)",
+    "ResNet-18": "ResNet-8/2 (stand-in for ResNet-18)",
+    "Inception-V3": "LeNet-5 (stand-in for Inception-V3)",
+}
 PAPER_MODELS = {"VGG-16": ("vgg16", 224), "ResNet-18": ("resnet18", 224), "Inception-V3": ("inception_v3", 299)}
 DATA_NAMES = {"smoke": "shapes (single-label, attribkit.data.shapes)", "cpu": "Fashion-MNIST (32 x 32)", "paper": "ImageNet val"}
+
 
 def model_label(paper_name: str, scale: str) -> str:
     "The honest name of the model that stands for `paper_name` at `scale` (the paper's own model only at paper scale)."
     return paper_name if scale == "paper" else STAND_INS[paper_name]
 
+
 def _smoke_data():
     from attribkit import data
+
     return data.shapes(n_train=2000, n_test=500, label="single", seed=0)
+
 
 def _stand_ins(scale: str, names: list, seed: int, device, data_root=None) -> tuple[dict, object]:
     "The trained stand-ins {paper name: model} of `scale` ('smoke': single-label `shapes()`; 'cpu': a seeded `CPU_TRAIN`-image subset of Fashion-MNIST at 32 x 32), checkpoint-cached, and the data splits."
     from attribkit import data, models
+
     if scale == "smoke":
         ds = _smoke_data()
         train, key, specs, recipe = ds.train, "shapes-single-2000-500-seed0", SMOKE_MODELS, SMOKE_RECIPE
@@ -159,6 +244,7 @@ def _stand_ins(scale: str, names: list, seed: int, device, data_root=None) -> tu
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #7e090766
 WEIGHT_FILES = [torchvision_weights(arch) for arch in ("vgg16", "resnet18", "inception_v3")]
 
+
 def weights_file(name: str, weights=None, data_root=None) -> Path:
     "The weight file of paper model `name`: `<weights>/<arch>.pth` (or `<arch>-*.pth`), `weights` defaulting to `data_root/weights`."
     arch, _ = PAPER_MODELS[name]
@@ -167,51 +253,127 @@ def weights_file(name: str, weights=None, data_root=None) -> Path:
             raise FileNotFoundError(f"paper scale needs `weights` or `data_root` (holding weights/{arch}.pth)")
         weights = Path(data_root) / "weights"
     folder = Path(weights).expanduser()
-    files = [p for p in [folder / f"{arch}.pth"] if p.exists()] + sorted(Path(p) for p in glob.glob(str(folder / f"{arch}-*.pth")))
+    files = [p for p in [folder / f"{arch}.pth"] if p.exists()] + sorted(
+        Path(p) for p in glob.glob(str(folder / f"{arch}-*.pth"))
+    )
     if not files:
         raise FileNotFoundError(f"no weights {arch}.pth in {folder} (attribkit never downloads weights)")
     return files[0]
 
+
 def load_paper_model(name: str, weights=None, data_root=None) -> nn.Module:
     "torchvision VGG-16 / ResNet-18 / Inception-v3 with the `state_dict` of `weights_file(name, weights, data_root)`."
     from attribkit.models import load_weights
+
     arch = PAPER_MODELS[name][0]
     m = torchvision_model(arch)
-    load_weights(m, weights_file(name, weights, data_root),
-                 expected=f"torchvision.models.{arch}({'aux_logits=True' if arch == 'inception_v3' else ''})")
+    load_weights(
+        m,
+        weights_file(name, weights, data_root),
+        expected=f"torchvision.models.{arch}({'aux_logits=True' if arch == 'inception_v3' else ''})",
+    )
     return m.eval()
+
 
 def paper_images(data_root, size: int, n: int, seed: int = 0) -> tuple[Tensor, Tensor]:
     "`n` seeded random ImageNet val images (resized, centre-cropped, normalised) and their true labels from `data_root/imagenet`."
     from attribkit import data
+
     root = Path(data_root) / "imagenet" if data_root is not None and (Path(data_root) / "imagenet").is_dir() else data_root
     ds = data.imagenet_folder(root, "val", size=size, resize=int(size * 256 / 224))
     idx = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n]
     xs, ys = zip(*[ds[int(i)] for i in idx])
     return torch.stack(xs), torch.tensor(ys)
 
-PAPER_FILES = {nb: ["imagenet/val"] + [f"weights/{PAPER_MODELS[m][0]}.pth" for m in models] for nb, models in {
-    "dga_table1_local": list(PAPER_MODELS), "dga_table2_ablation": list(PAPER_MODELS), "dga_table3_baselines": list(PAPER_MODELS),
-    "dga_fig1_ablation": list(PAPER_MODELS), "dga_fig8_path": ["VGG-16"], "dga_fig9_grid": ["ResNet-18"]}.items()}
-PAPER_FILES["dga_moons_toy"] = []   # the toy's 2-D moons are generated at every scale
+
+PAPER_FILES = {
+    nb: ["imagenet/val"] + [f"weights/{PAPER_MODELS[m][0]}.pth" for m in models]
+    for nb, models in {
+        "dga_table1_local": list(PAPER_MODELS),
+        "dga_table2_ablation": list(PAPER_MODELS),
+        "dga_table3_baselines": list(PAPER_MODELS),
+        "dga_fig1_ablation": list(PAPER_MODELS),
+        "dga_fig8_path": ["VGG-16"],
+        "dga_fig9_grid": ["ResNet-18"],
+    }.items()
+}
+PAPER_FILES["dga_moons_toy"] = []  # the toy's 2-D moons are generated at every scale
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #1f763533
 PAPER_SCALE_IMAGES = 1000
-_GRID_N = [n for n in _FIG9_N if n < 100]    # below paper scale Figure 9 stops at N = 50 (the plateau is reached at 10–30)
-BUDGETS = {   # per scale: seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, …
-    "smoke": dict(seeds=1, n_images=32, gallery_images=32, path_images=8, grid_images=16, n_steps=30, flip_steps=20,
-                  ig_steps=16, gig_steps=20, sg_samples=16, rise_masks=500, chunk=None, grid_n=_GRID_N, epochs=1000),
-    "cpu": dict(seeds=3, n_images=32, gallery_images=32, path_images=32, grid_images=32, n_steps=30, flip_steps=20,
-                ig_steps=32, gig_steps=50, sg_samples=16, rise_masks=500, chunk=None, grid_n=_GRID_N, epochs=1000),
-    "paper": dict(seeds=1, n_images=PAPER_SCALE_IMAGES, gallery_images=64, path_images=32, grid_images=PAPER_SCALE_IMAGES,
-                  n_steps=30, flip_steps=20, ig_steps=50, gig_steps=200, sg_samples=50, rise_masks=4000, chunk=32,
-                  grid_n=_FIG9_N, epochs=5000),
-    "dry_run": dict(seeds=1, n_images=2, gallery_images=2, path_images=2, grid_images=2, n_steps=3, flip_steps=1, ig_steps=4,
-                    gig_steps=4, sg_samples=2, rise_masks=8, chunk=32, grid_n=[1, 3], epochs=1)}
+_GRID_N = [n for n in _FIG9_N if n < 100]  # below paper scale Figure 9 stops at N = 50 (the plateau is reached at 10–30)
+BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, …
+    "smoke": dict(
+        seeds=1,
+        n_images=32,
+        gallery_images=32,
+        path_images=8,
+        grid_images=16,
+        n_steps=30,
+        flip_steps=20,
+        ig_steps=16,
+        gig_steps=20,
+        sg_samples=16,
+        rise_masks=500,
+        chunk=None,
+        grid_n=_GRID_N,
+        epochs=1000,
+    ),
+    "cpu": dict(
+        seeds=3,
+        n_images=32,
+        gallery_images=32,
+        path_images=32,
+        grid_images=32,
+        n_steps=30,
+        flip_steps=20,
+        ig_steps=32,
+        gig_steps=50,
+        sg_samples=16,
+        rise_masks=500,
+        chunk=None,
+        grid_n=_GRID_N,
+        epochs=1000,
+    ),
+    "paper": dict(
+        seeds=1,
+        n_images=PAPER_SCALE_IMAGES,
+        gallery_images=64,
+        path_images=32,
+        grid_images=PAPER_SCALE_IMAGES,
+        n_steps=30,
+        flip_steps=20,
+        ig_steps=50,
+        gig_steps=200,
+        sg_samples=50,
+        rise_masks=4000,
+        chunk=32,
+        grid_n=_FIG9_N,
+        epochs=5000,
+    ),
+    "dry_run": dict(
+        seeds=1,
+        n_images=2,
+        gallery_images=2,
+        path_images=2,
+        grid_images=2,
+        n_steps=3,
+        flip_steps=1,
+        ig_steps=4,
+        gig_steps=4,
+        sg_samples=2,
+        rise_masks=8,
+        chunk=32,
+        grid_n=[1, 3],
+        epochs=1,
+    ),
+}
+
 
 @dataclass
 class Setup:
     "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)}), with the data's name, each model's test accuracy per seed and the number of classes."
+
     run: Run
     per_seed: list
     data: str
@@ -236,20 +398,29 @@ class Setup:
 
     def describe(self) -> str:
         "Markdown: the data, seeds and images, and each model with its test accuracy per seed."
-        lines = [f"**{self.run.name}** ({self.run.scale}{', dry run' if self.run.dry_run else ''}): {self.data}; seeds {self.seeds}; "
-                 f"{self.n_images} images per model and seed", "", "| model | test accuracy per seed |", "|---|---|"]
+        lines = [
+            f"**{self.run.name}** ({self.run.scale}{', dry run' if self.run.dry_run else ''}): {self.data}; seeds {self.seeds}; "
+            f"{self.n_images} images per model and seed",
+            "",
+            "| model | test accuracy per seed |",
+            "|---|---|",
+        ]
         for label in self.per_seed[0]:
             acc = self.accuracy.get(label)
-            lines.append(f"| {label} | " + (", ".join(f"{a:.3f}" for a in acc) if acc else "— (not measured: pretrained weights)") + " |")
+            lines.append(
+                f"| {label} | " + (", ".join(f"{a:.3f}" for a in acc) if acc else "— (not measured: pretrained weights)") + " |"
+            )
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
         return self.describe()
 
+
 def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000) -> Setup:
     "The paper's `models` (default all three; paper names) for each seed of `run`, with `n_images` images (default the budget's `n_images`): stand-ins trained on the scale's data (checkpoint-cached), or at paper scale the torchvision models with the weights `run.weights` on ImageNet val; test accuracy on `n_eval` test images."
     from attribkit import data
     from attribkit.models import evaluate
+
     names = list(PAPER_MODELS) if models is None else list(models)
     unknown = [k for k in names if k not in PAPER_MODELS]
     if unknown:
@@ -258,9 +429,16 @@ def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000
     n, dev, scale = n_images or run.budget["n_images"], run.dev, run.scale
     per_seed, accuracy, k = [], {}, None
     for s in run.seeds:
-        if scale == "paper":   # images stay on the CPU: chunks go to the device
-            per_seed.append({k_: (load_paper_model(k_, run.weights, run.data_root).to(dev),
-                                  *paper_images(run.data_root, PAPER_MODELS[k_][1], n, s)) for k_ in names})
+        if scale == "paper":  # images stay on the CPU: chunks go to the device
+            per_seed.append(
+                {
+                    k_: (
+                        load_paper_model(k_, run.weights, run.data_root).to(dev),
+                        *paper_images(run.data_root, PAPER_MODELS[k_][1], n, s),
+                    )
+                    for k_ in names
+                }
+            )
             continue
         stand_ins, ds = _stand_ins(scale, names, s, dev, run.data_root)
         x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
@@ -279,32 +457,53 @@ def gxi(model: nn.Module, x: Tensor, t) -> Tensor:
     "Gradient × input of the target logit (signed)."
     return x * target_grad(model, x, t)
 
+
 def _dga(n_steps: int, **kwargs):
     return lambda m, x, t: DGA(m, n_steps=n_steps, **kwargs).attribute(x, t)
 
+
 def control_methods() -> dict:
     "The controls every DGA claim is also compared with: ReLU(G×I), |G×I|, DGA with N = 1 (= ReLU(UFG), no aggregation); `compare_methods` adds 'random'."
-    return {"ReLU(G×I)": lambda m, x, t: gxi(m, x, t).clamp_min(0), "|G×I|": lambda m, x, t: gxi(m, x, t).abs(),
-            "DGA N=1": _dga(1)}
+    return {
+        "ReLU(G×I)": lambda m, x, t: gxi(m, x, t).clamp_min(0),
+        "|G×I|": lambda m, x, t: gxi(m, x, t).abs(),
+        "DGA N=1": _dga(1),
+    }
+
 
 _CONTROLS = ("ReLU(G×I)", "|G×I|", "DGA N=1", "random")
-LRP_RULE = "alpha1beta0"   # the paper cites Bach et al. 2015 without naming a rule; LRP-ε with a tiny ε equals G×I on ReLU
-                           # nets, which the paper's LRP row is not (VGG-16 LeRF 0.240 against G×I 0.078): we use that
-                           # paper's αβ rule with α = 1, β = 0 (attribkit.attr.LRP composite 'alpha1beta0')
-VARIANTS = {"LRP": "LRP-α1β0"}   # how a claim names a column whose variant is ours, not the paper's stated one
-_REGISTERED = {   # table column: (registered method, its budget knobs as keyword → budget key[, fixed keywords])
-    "IG_p1": ("ig_p1", {"n_steps": "ig_steps"}), "IG_p2": ("ig_p2", {"n_steps": "ig_steps"}),
-    "GIG_p1": ("gig_p1", {"n_steps": "gig_steps"}), "GIG_p2": ("gig_p2", {"n_steps": "gig_steps"}),
-    "GBP": ("gbp", {}), "IG": ("ig", {"n_steps": "ig_steps"}), "FullGrad": ("fullgrad", {}),
-    "GIG": ("gig", {"n_steps": "gig_steps"}), "DeepLIFT": ("deeplift", {}), "LRP": ("lrp", {}, {"composite": LRP_RULE}),
-    "SmoothGrad": ("smoothgrad", {"n_samples": "sg_samples"}), "RISE": ("rise", {"n_masks": "rise_masks"}),
-    "Grad-CAM": ("gradcam", {})}
+LRP_RULE = "alpha1beta0"  # the paper cites Bach et al. 2015 without naming a rule; LRP-ε with a tiny ε equals G×I on ReLU
+# nets, which the paper's LRP row is not (VGG-16 LeRF 0.240 against G×I 0.078): we use that
+# paper's αβ rule with α = 1, β = 0 (attribkit.attr.LRP composite 'alpha1beta0')
+VARIANTS = {"LRP": "LRP-α1β0"}  # how a claim names a column whose variant is ours, not the paper's stated one
+_REGISTERED = {  # table column: (registered method, its budget knobs as keyword → budget key[, fixed keywords])
+    "IG_p1": ("ig_p1", {"n_steps": "ig_steps"}),
+    "IG_p2": ("ig_p2", {"n_steps": "ig_steps"}),
+    "GIG_p1": ("gig_p1", {"n_steps": "gig_steps"}),
+    "GIG_p2": ("gig_p2", {"n_steps": "gig_steps"}),
+    "GBP": ("gbp", {}),
+    "IG": ("ig", {"n_steps": "ig_steps"}),
+    "FullGrad": ("fullgrad", {}),
+    "GIG": ("gig", {"n_steps": "gig_steps"}),
+    "DeepLIFT": ("deeplift", {}),
+    "LRP": ("lrp", {}, {"composite": LRP_RULE}),
+    "SmoothGrad": ("smoothgrad", {"n_samples": "sg_samples"}),
+    "RISE": ("rise", {"n_masks": "rise_masks"}),
+    "Grad-CAM": ("gradcam", {}),
+}
+
 
 def local_maps(names, budget: dict, seed: int = 0) -> dict:
     "{name: local attribution (model, x, target) → map} for the table columns and controls `names` (e.g. 'G×I', 'DGA(G×I)', 'DGA', 'DGA_W', 'IG_p2', 'RISE', '|G×I|'), with the path steps and sample counts of `budget` and DGA's N = `budget['n_steps']`; names whose method is not registered here are left out ('random' is added by `compare_methods`)."
     n = budget["n_steps"]
-    own = {"G×I": gxi, "DGA(G×I)": _dga(n, local=gxi), "DGA": _dga(n), "DGA_W": _dga(n, masks="wc"), "DGA_E": _dga(n, masks="epc"),
-           **control_methods()}
+    own = {
+        "G×I": gxi,
+        "DGA(G×I)": _dga(n, local=gxi),
+        "DGA": _dga(n),
+        "DGA_W": _dga(n, masks="wc"),
+        "DGA_E": _dga(n, masks="epc"),
+        **control_methods(),
+    }
     have, out = set(available_methods()), {}
     for name in names:
         if name in own:
@@ -312,23 +511,41 @@ def local_maps(names, budget: dict, seed: int = 0) -> dict:
         elif name in _REGISTERED:
             method, knobs, *fixed = _REGISTERED[name]
             base = method.split("_")[0]
-            kw = {k: budget[b] for k, b in knobs.items()} | ({"seed": seed} if method == "rise" else {}) | (fixed[0] if fixed else {})
+            kw = (
+                {k: budget[b] for k, b in knobs.items()}
+                | ({"seed": seed} if method == "rise" else {})
+                | (fixed[0] if fixed else {})
+            )
             if base in have:
                 out[name] = as_local(method, **kw)
         elif name != "random":
             raise ValueError(f"`names` must be table columns or controls from {sorted(own) + sorted(_REGISTERED)}, got {name!r}")
     return out
 
+
 def _on_model(model: nn.Module, *ts: Tensor) -> tuple:
     dev = next(model.parameters()).device
     return tuple(t.to(dev) for t in ts)
 
-def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, seed: int = 0, control: bool = True,
-                    steps: int = FLIP_STEPS, fill="zero", failed: dict | None = None, chunk: int | None = None) -> dict:
+
+def compare_methods(
+    model: nn.Module,
+    x: Tensor,
+    t: Tensor,
+    methods: dict,
+    seed: int = 0,
+    control: bool = True,
+    steps: int = FLIP_STEPS,
+    fill="zero",
+    failed: dict | None = None,
+    chunk: int | None = None,
+) -> dict:
     "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control (a fresh random field per call, drawn from `seed`); with a `failed` dict, a method that raises is recorded there instead; with `chunk`, the images go to the model's device `chunk` at a time (the chunk starting at image i seeded `seed + i`)."
     if chunk and len(x) > chunk:
-        parts = [compare_methods(model, x[i:i + chunk], t[i:i + chunk], methods, seed + i, control, steps, fill, failed)
-                 for i in range(0, len(x), chunk)]
+        parts = [
+            compare_methods(model, x[i : i + chunk], t[i : i + chunk], methods, seed + i, control, steps, fill, failed)
+            for i in range(0, len(x), chunk)
+        ]
         return {m: {k: torch.cat([p[m][k] for p in parts]) for k in parts[0][m]} for m in parts[0] if all(m in p for p in parts)}
     x, t = _on_model(model, x, t)
     res = {}
@@ -336,25 +553,39 @@ def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, seed:
         torch.manual_seed(seed)
         try:
             res[name] = flip_scores(model, x, local(model, x, t).detach(), t, seed=seed, steps=steps, fill=fill)
-        except Exception as e:   # e.g. a method that does not support this architecture
+        except Exception as e:  # e.g. a method that does not support this architecture
             if failed is None:
                 raise
             failed[name] = f"{type(e).__name__}: {e}"[:300]
     if control:
-        res["random"] = flip_scores(model, x, attribute(model, x, t, method="random", seed=seed), t, seed=seed,
-                                    steps=steps, fill=fill)
+        res["random"] = flip_scores(
+            model, x, attribute(model, x, t, method="random", seed=seed), t, seed=seed, steps=steps, fill=fill
+        )
     return res
+
 
 def _run_methods(s: Setup, methods: dict, failed: dict | None = None, **kwargs) -> dict:
     "{model label: [`compare_methods` output per seed]} over the seeds of `s` (`kwargs`: steps, fill, control, chunk); failures go to `failed[model][method]` when given."
-    return {name: [compare_methods(*per[name], methods, seed=seed, failed=None if failed is None else failed.setdefault(name, {}),
-                                   **kwargs) for seed, per in zip(s.seeds, s.per_seed)] for name in s.per_seed[0]}
+    return {
+        name: [
+            compare_methods(
+                *per[name], methods, seed=seed, failed=None if failed is None else failed.setdefault(name, {}), **kwargs
+            )
+            for seed, per in zip(s.seeds, s.per_seed)
+        ]
+        for name in s.per_seed[0]
+    }
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #021fb017
 _LABEL = {"lerf_prob": "LeRF prob", "morf_prob": "MoRF prob", "lerf_logit": "LeRF logit", "morf_logit": "MoRF logit"}
-SCORES = {"lerf_prob": ("LeRF", "probability", 1), "morf_prob": ("MoRF", "probability", -1),
-          "lerf_logit": ("LeRF", "logit", 1), "morf_logit": ("MoRF", "logit", -1)}
-PROB = ("lerf_prob", "morf_prob")   # the paper's scores: claims are made on these; the logit twins stay measured cells
+SCORES = {
+    "lerf_prob": ("LeRF", "probability", 1),
+    "morf_prob": ("MoRF", "probability", -1),
+    "lerf_logit": ("LeRF", "logit", 1),
+    "morf_logit": ("MoRF", "logit", -1),
+}
+PROB = ("lerf_prob", "morf_prob")  # the paper's scores: claims are made on these; the logit twins stay measured cells
+
 
 def _slug(name: str) -> str:
     "A claim-key part for a method or model name: 'G×I' → 'gxi', '|G×I|' → 'abs-gxi', 'ReLU(G×I)' → 'relu-gxi', 'VGG-16' → 'vgg-16'."
@@ -363,6 +594,7 @@ def _slug(name: str) -> str:
         s = "abs-" + s[1:-1]
     return re.sub(r"[^a-z0-9_.+=-]+", "-", s.lower().replace("×", "x")).strip("-")
 
+
 def _cell(vals: list, native: bool = False) -> dict:
     "{mean, se, n} of one per-image tensor per seed, over the shared unit (`unit_effects`: seeds from three on, else images); `native`: each seed's mean taken in the tensors' own precision (as Figures 1 and 8 take it), not in float64."
     effects, unit = unit_effects(vals, "methods")
@@ -370,26 +602,53 @@ def _cell(vals: list, native: bool = False) -> dict:
         effects = [float(v.mean()) for v in vals]
     return mean_se(effects)
 
+
 def _summarise(runs: list, label: str, reference: str = "G×I") -> dict:
     "Results cells {mean, se, n} from `compare_methods` outputs of one model per seed: AUCs and paired differences to `reference`."
     methods = [m for m in runs[0] if all(m in r for r in runs)]
     cells = {f"{label} | {m} | {_LABEL[k]}": _cell([r[m][k] for r in runs]) for m in methods for k in _LABEL}
     if reference in methods:
-        cells.update({f"{label} | {m} − {reference} | {_LABEL[k]} (paired)": _cell([r[m][k] - r[reference][k] for r in runs])
-                      for m in methods if m != reference for k in _LABEL})
+        cells.update(
+            {
+                f"{label} | {m} − {reference} | {_LABEL[k]} (paired)": _cell([r[m][k] - r[reference][k] for r in runs])
+                for m in methods
+                if m != reference
+                for k in _LABEL
+            }
+        )
     return cells
 
-def _versus(runs: list, label: str, paper_name: str, prefix: str, method: str, ref: str, score: str,
-            not_evaluable: str | None = None, paper_claim: str | None = None, role: str = "evidence") -> dict:
+
+def _versus(
+    runs: list,
+    label: str,
+    paper_name: str,
+    prefix: str,
+    method: str,
+    ref: str,
+    score: str,
+    not_evaluable: str | None = None,
+    paper_claim: str | None = None,
+    role: str = "evidence",
+) -> dict:
     "The claim that `method` beats `ref` on `score` (LeRF higher, MoRF lower) for one model, from `compare_methods` outputs per seed, serving registry claim `paper_claim` as `role`."
     order, what, sign = SCORES[score]
     effects, unit = unit_effects([sign * (r[method][score] - r[ref][score]) for r in runs], "methods")
-    how = f"per-seed means of differences paired over {len(runs[0][method][score])} images" if unit == "seeds" else "paired images"
-    return claim(f"{prefix}/{_slug(method)}-over-{_slug(ref)}/{_slug(paper_name)}/{score}",
-                 f"{label}: {VARIANTS.get(method, method)} {order} ({what}) is {'above' if sign > 0 else 'below'} "
-                 f"{VARIANTS.get(ref, ref)}'s", effects, units=unit,
-                 detail=f"{how}; effect = {'+' if sign > 0 else '−'}({method} − {ref}) AUC", not_evaluable=not_evaluable,
-                 paper_claim=paper_claim, role=role)
+    how = (
+        f"per-seed means of differences paired over {len(runs[0][method][score])} images" if unit == "seeds" else "paired images"
+    )
+    return claim(
+        f"{prefix}/{_slug(method)}-over-{_slug(ref)}/{_slug(paper_name)}/{score}",
+        f"{label}: {VARIANTS.get(method, method)} {order} ({what}) is {'above' if sign > 0 else 'below'} "
+        f"{VARIANTS.get(ref, ref)}'s",
+        effects,
+        units=unit,
+        detail=f"{how}; effect = {'+' if sign > 0 else '−'}({method} − {ref}) AUC",
+        not_evaluable=not_evaluable,
+        paper_claim=paper_claim,
+        role=role,
+    )
+
 
 def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list, dict]:
     "Claims for every model of `results` and every (method, references, scores, registry claim, role) of `spec` whose maps were run, and {claim key: the comparison it tests}. An evidence comparison against a reference that is neither a control nor random comes with the control 'the reference beats a random map on this score' (once per model, reference and score); where that control fails, the comparison is not evaluable."
@@ -417,20 +676,23 @@ def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list
                     add(_versus(runs, label, name, prefix, method, ref, score, why, pc, role), method, ref, score)
     return claims, comparisons
 
-
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #40c5f490
 TABLE1_METHODS = ["G×I", "DGA(G×I)", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
 TABLE2_METHODS = ["G×I", "IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
 TABLE3_METHODS = _TABLE3_COLS + ["ReLU(G×I)", "|G×I|", "DGA N=1"]
 # (method, references, scores, registry claim, role); each comparison is made in one notebook only
-TABLE1_CLAIMS = [("DGA", ("G×I",), PROB, "dga/over-gxi", "evidence"),
-                 ("DGA(G×I)", ("G×I",), PROB, "dga/aggregation-gxi", "evidence"),
-                 ("DGA", ("|G×I|",), PROB, "dga/over-gxi", "diagnostic"),                # is DGA's gain the ranking by |G×I|?
-                 ("DGA(G×I)", ("ReLU(G×I)",), PROB, "dga/aggregation-gxi", "diagnostic")]  # DGA(G×I) at N = 1 is ReLU(G×I)
-TABLE2_CLAIMS = [("DGA_W", ("DGA_E",), ("lerf_prob",), "dga/masks-flip", "evidence"),   # WC is the better mask for LeRF
-                 ("DGA_E", ("DGA_W",), ("morf_prob",), "dga/masks-flip", "evidence"),   # EPC is the better mask for MoRF
-                 ("DGA", ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2"), PROB, "dga/not-relu-alone", "evidence"),
-                 ("DGA", ("ReLU(G×I)",), PROB, "dga/not-relu-alone", "diagnostic")]    # the ReLU of the local map alone
+TABLE1_CLAIMS = [
+    ("DGA", ("G×I",), PROB, "dga/over-gxi", "evidence"),
+    ("DGA(G×I)", ("G×I",), PROB, "dga/aggregation-gxi", "evidence"),
+    ("DGA", ("|G×I|",), PROB, "dga/over-gxi", "diagnostic"),  # is DGA's gain the ranking by |G×I|?
+    ("DGA(G×I)", ("ReLU(G×I)",), PROB, "dga/aggregation-gxi", "diagnostic"),
+]  # DGA(G×I) at N = 1 is ReLU(G×I)
+TABLE2_CLAIMS = [
+    ("DGA_W", ("DGA_E",), ("lerf_prob",), "dga/masks-flip", "evidence"),  # WC is the better mask for LeRF
+    ("DGA_E", ("DGA_W",), ("morf_prob",), "dga/masks-flip", "evidence"),  # EPC is the better mask for MoRF
+    ("DGA", ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2"), PROB, "dga/not-relu-alone", "evidence"),
+    ("DGA", ("ReLU(G×I)",), PROB, "dga/not-relu-alone", "diagnostic"),
+]  # the ReLU of the local map alone
 TABLE3_CLAIMS = [("DGA", tuple(c for c in _TABLE3_COLS if c not in ("DGA", "G×I")), PROB, "dga/baselines", "evidence")]
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
@@ -438,9 +700,11 @@ def _stand_in_accuracy(s: Setup) -> dict:
     "`Result.stand_ins`: {model label: its mean test accuracy over the seeds (a fraction)}; {} where not measured (paper scale)."
     return {label: sum(a) / len(a) for label, a in s.accuracy.items() if a}
 
+
 def _accuracy_cells(s: Setup) -> dict:
     "Results cells '<model> | test accuracy' as {mean, se, n} over seeds."
     return {f"{label} | test accuracy": mean_se(a) for label, a in s.accuracy.items()}
+
 
 def _auc_rows(s: Setup, measured: dict, table: dict, score: str = "prob") -> tuple[dict, dict]:
     "({'<model>, <order>': {method: cell}}, the paper's rows) from the flat results cells; the paper reports probabilities only."
@@ -448,45 +712,61 @@ def _auc_rows(s: Setup, measured: dict, table: dict, score: str = "prob") -> tup
     for label in s.per_seed[0]:
         for order in ("LeRF", "MoRF"):
             r = f"{label}, {order} {'↑' if order == 'LeRF' else '↓'}"
-            rows[r] = {k.split(" | ")[1]: v for k, v in measured.items()
-                       if k.startswith(f"{label} | ") and k.endswith(f" | {order} {score}") and " − " not in k}
+            rows[r] = {
+                k.split(" | ")[1]: v
+                for k, v in measured.items()
+                if k.startswith(f"{label} | ") and k.endswith(f" | {order} {score}") and " − " not in k
+            }
             if score == "prob":
                 paper[r] = {k: v for k, v in table.get((s.paper_names[label], order), {}).items() if v is not None}
     return rows, paper
 
+
 def protocol_note(s: Setup, fill="zero") -> str:
     "Markdown: the pixel-flip choices the paper leaves open, generated from the run's budget (ours, not the paper's)."
     b = s.run.budget
-    return (f"**Protocol choices the paper leaves open** (ours, not the paper's): ranking by the channel sum of the map, "
-            f"ties in a seeded random order; {b['flip_steps']} steps of {100 / b['flip_steps']:g} % of the pixels; removed pixels "
-            f"filled with `{fill}` (" + ("0 in normalised space, i.e. mid-grey" if fill == "zero" else "the per-image mean") + "); "
-            "score = trapezoid area under the target's softmax probability (the paper's quantity) and, separately, under its "
-            f"logit; target = the true label; DGA with N = {b['n_steps']}; {s.n_images} images per model and seed"
-            + (f" (the paper: all {PAPER_IMAGES:,} ImageNet validation images)." if s.run.scale == "paper" else "."))
+    return (
+        f"**Protocol choices the paper leaves open** (ours, not the paper's): ranking by the channel sum of the map, "
+        f"ties in a seeded random order; {b['flip_steps']} steps of {100 / b['flip_steps']:g} % of the pixels; removed pixels "
+        f"filled with `{fill}` (" + ("0 in normalised space, i.e. mid-grey" if fill == "zero" else "the per-image mean") + "); "
+        "score = trapezoid area under the target's softmax probability (the paper's quantity) and, separately, under its "
+        f"logit; target = the true label; DGA with N = {b['n_steps']}; {s.n_images} images per model and seed"
+        + (f" (the paper: all {PAPER_IMAGES:,} ImageNet validation images)." if s.run.scale == "paper" else ".")
+    )
+
 
 def _rank_cells(results: dict, method: str = "DGA") -> dict:
     "Results cells '<model> | rank of `method` | <order> <score>': its rank among all maps run (by the mean over seeds), and the best map."
     out = {}
     for label, runs in results.items():
+
         def seed_mean(m, key):
             return sum(float(r[m][key].mean()) for r in runs) / len(runs)
+
         for key, (order, score, sign) in SCORES.items():
             ranked = sorted((m for m in runs[0] if all(m in r for r in runs)), key=lambda m: -sign * seed_mean(m, key))
-            out[f"{label} | rank of {method} | {order} {score}"] = f"{ranked.index(method) + 1} of {len(ranked)} (best: {ranked[0]})"
+            out[f"{label} | rank of {method} | {order} {score}"] = (
+                f"{ranked.index(method) + 1} of {len(ranked)} (best: {ranked[0]})"
+            )
     return out
+
 
 def _rank_table(ranks: dict, method: str = "DGA") -> str:
     from attribkit.results import paper_table
+
     rows = {}
     for k, v in ranks.items():
         label, _, col = k.split(" | ")
         rows.setdefault(label, {})[col] = v
-    return paper_table(rows, title=f"{method}'s rank among all maps run (1 = best; by the mean over seeds, controls included)",
-                       corner="model")
+    return paper_table(
+        rows, title=f"{method}'s rank among all maps run (1 = best; by the mean over seeds, controls included)", corner="model"
+    )
+
 
 def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str, fill="zero", rank: str | None = None) -> Result:
     "The pixel-flip comparison of `methods` (names, see `local_maps`) on every model and seed of `s`, with the claims of `spec` (keys `<key>/…`), in the shape of the paper's `table`; `rank`: also rank that method among all maps run."
     from attribkit.results import paper_table
+
     b = s.run.budget
     maps = local_maps(methods, b, s.run.seed)
     failed = {}
@@ -502,22 +782,43 @@ def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str,
         for c, err in failed.get(label, {}).items():
             measured[f"{label} | {c} | LeRF prob"] = f"failed: {err.split(':')[0]}"
     claims, comparisons = _flip_claims(s, results, spec, key)
-    tables = [paper_table(*_auc_rows(s, measured, table, sc), cols=cols, decimals=3, corner="model, order",
-                          title=f"{title}: pixel-flip AUC of the target's {'softmax probability' if sc == 'prob' else 'logit'}"
-                                + (" (paper's value in brackets)" if sc == "prob" else " (the paper reports none)")
-                                + "".join(f"; {c} is {v} (the paper does not name its rule)" for c, v in VARIANTS.items() if c in maps))
-              for sc in ("prob", "logit")]
+    tables = [
+        paper_table(
+            *_auc_rows(s, measured, table, sc),
+            cols=cols,
+            decimals=3,
+            corner="model, order",
+            title=f"{title}: pixel-flip AUC of the target's {'softmax probability' if sc == 'prob' else 'logit'}"
+            + (" (paper's value in brackets)" if sc == "prob" else " (the paper reports none)")
+            + "".join(f"; {c} is {v} (the paper does not name its rule)" for c, v in VARIANTS.items() if c in maps),
+        )
+        for sc in ("prob", "logit")
+    ]
     if rank:
         ranks = _rank_cells(results, rank)
         measured.update(ranks)
         tables.append(_rank_table(ranks, rank))
     paper = {f"{model_label(m, s.run.scale)} | {meth} | {o} prob": v for (m, o), row in table.items() for meth, v in row.items()}
-    unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]     # the unit of this run's claims (the shared rule)
-    extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=b["n_steps"], flip_steps=b["flip_steps"], fill=fill,
-                 target="true label", methods=list(maps) + ["random"], missing_methods=[c for c in cols if c not in maps and c != "random"],
-                 failed=failed, unit=unit, comparisons=comparisons, protocol=protocol_note(s, fill),
-                 models={model_label(k, s.run.scale): v for k, v in STAND_INS.items()} if s.run.scale != "paper" else "torchvision")
-    res = Result(s.run, tables=tables, measured=measured, paper=paper, claims=claims, extra=extra, stand_ins=_stand_in_accuracy(s))
+    unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]  # the unit of this run's claims (the shared rule)
+    extra = dict(
+        data=s.data,
+        accuracy=s.accuracy,
+        n_images=s.n_images,
+        n_steps=b["n_steps"],
+        flip_steps=b["flip_steps"],
+        fill=fill,
+        target="true label",
+        methods=list(maps) + ["random"],
+        missing_methods=[c for c in cols if c not in maps and c != "random"],
+        failed=failed,
+        unit=unit,
+        comparisons=comparisons,
+        protocol=protocol_note(s, fill),
+        models={model_label(k, s.run.scale): v for k, v in STAND_INS.items()} if s.run.scale != "paper" else "torchvision",
+    )
+    res = Result(
+        s.run, tables=tables, measured=measured, paper=paper, claims=claims, extra=extra, stand_ins=_stand_in_accuracy(s)
+    )
     diagnose(res, RULES)
     return res
 
@@ -526,21 +827,29 @@ def _auc(res: Result, label: str, m: str, score: str) -> float | None:
     cell = res.measured.get(f"{label} | {m} | {_LABEL[score]}")
     return cell["mean"] if isinstance(cell, dict) else None
 
+
 def _flip_rule(res: Result, c: dict) -> str:
     "Why 'method beats reference on a score' does not hold, read from the measured AUCs of the model: the method's and the controls' mean differences to the reference."
     cmp = res.extra["comparisons"][c["key"]]
     label, method, ref, score = cmp["model"], cmp["method"], cmp["reference"], cmp["score"]
     order, what, sign = SCORES[score]
     base = _auc(res, label, ref, score)
-    d = {m: _auc(res, label, m, score) - base for m in (method,) + _CONTROLS if m != ref and _auc(res, label, m, score) is not None}
-    text = (f"{order} {what} AUC minus {ref}'s (mean over {res.extra['unit']}): " + ", ".join(f"{m} {v:+.3f}" for m, v in d.items())
-            + f" ({'higher' if sign > 0 else 'lower'} is better).")
+    d = {
+        m: _auc(res, label, m, score) - base for m in (method,) + _CONTROLS if m != ref and _auc(res, label, m, score) is not None
+    }
+    text = (
+        f"{order} {what} AUC minus {ref}'s (mean over {res.extra['unit']}): "
+        + ", ".join(f"{m} {v:+.3f}" for m, v in d.items())
+        + f" ({'higher' if sign > 0 else 'lower'} is better)."
+    )
     better = [m for m in d if m != method and sign * d[m] >= sign * d[method]]
     if better:
         text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
     if ref not in _CONTROLS and "ReLU(G×I)" in d and sign * d[method] < 0 and sign * d["ReLU(G×I)"] < 0:
-        text += (f" ReLU(G×I) is also worse than {ref} here ({d['ReLU(G×I)']:+.3f}): clamping a map at zero, as DGA does "
-                 "at every step, discards the negative evidence and leaves the zero pixels in random order.")
+        text += (
+            f" ReLU(G×I) is also worse than {ref} here ({d['ReLU(G×I)']:+.3f}): clamping a map at zero, as DGA does "
+            "at every step, discards the negative evidence and leaves the zero pixels in random order."
+        )
     rnd = _auc(res, label, "random", score)
     if ref in _CONTROLS:
         text += f" The reference is itself a control ({ref})."
@@ -548,14 +857,22 @@ def _flip_rule(res: Result, c: dict) -> str:
         text += f" {ref} itself is worse than a random map on this score."
     return text
 
-RULES = {"table1": _flip_rule, "table2": _flip_rule, "table3": _flip_rule, "fig9": _flip_rule}   # key prefix → rule; the figures add theirs
+
+RULES = {
+    "table1": _flip_rule,
+    "table2": _flip_rule,
+    "table3": _flip_rule,
+    "fig9": _flip_rule,
+}  # key prefix → rule; the figures add theirs
+
 
 def flip_figure(s: Setup, res: Result, table: dict, title: str):
     "One panel per score (LeRF ↑ / MoRF ↓, probability and logit): our mean AUC per method and model with SE bars, the paper's value as a black tick (probability panels; the paper's own models). 2 × 2 panels, or 4 × 1 for many bars; at most 14 in wide."
     import matplotlib.pyplot as plt
+
     labels = list(s.per_seed[0])
     names = [m for m in res.extra["methods"] if all(_auc(res, label, m, "lerf_prob") is not None for label in labels)]
-    tall = len(names) * len(labels) > 24                                   # many bars: one full-width panel per score
+    tall = len(names) * len(labels) > 24  # many bars: one full-width panel per score
     if tall:
         shape, size = (4, 1), (min(14, max(8, 0.3 * len(names) * len(labels) + 1.5)), 12)
     else:
@@ -577,25 +894,30 @@ def flip_figure(s: Setup, res: Result, table: dict, title: str):
         ax.set_title(f"{order} {'↑ higher is better' if sign > 0 else '↓ lower is better'} ({score})")
         ax.set_xticks(range(len(names)), names, fontsize=7, rotation=60)
         if tall:
-            ax.tick_params(labelbottom=True)                        # method names under every panel
+            ax.tick_params(labelbottom=True)  # method names under every panel
     handles = {}
     for ax in axes.flat:
         for h, l in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(l, h)
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=7, frameon=False)
-    fig.suptitle(f"{title} ({s.run.scale}, {s.data}): mean ± SE over "
-                 + (f"{len(s.seeds)} seeds" if res.extra["unit"] == "seeds" else f"{s.n_images} images, {len(s.seeds)} seed(s)"))
+    fig.suptitle(
+        f"{title} ({s.run.scale}, {s.data}): mean ± SE over "
+        + (f"{len(s.seeds)} seeds" if res.extra["unit"] == "seeds" else f"{s.n_images} images, {len(s.seeds)} seed(s)")
+    )
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #386f5d6f
 @dataclass(repr=False)
 class StepResult(Result):
     "A `Result` that also keeps the raw per-image measurements its figure draws (`raw`: tensors, not saved)."
+
     raw: dict = field(default_factory=dict)
+
 
 def _unnormalise(s: Setup):
     "The function x ↦ the image in [0, 1] (on the CPU) for the data of `s`."
     from attribkit import data
+
     if s.run.scale == "smoke":
         stats = (_smoke_data().mean, _smoke_data().std)
     else:
@@ -603,26 +925,34 @@ def _unnormalise(s: Setup):
     mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in stats)
     return lambda x: x.cpu() * std + mean
 
+
 def _object_masks(s: Setup, x: Tensor, y: Tensor, threshold: float = 0.1) -> Tensor:
     "(n, H, W) target-object masks: the shape's mask (smoke), the item's silhouette (cpu), the centred half-side square (paper)."
     if s.run.scale == "smoke":
-        return _smoke_data().test.tensors[2][:len(y)][torch.arange(len(y)), y.cpu()].float()
+        return _smoke_data().test.tensors[2][: len(y)][torch.arange(len(y)), y.cpu()].float()
     if s.run.scale == "cpu":
         return (_unnormalise(s)(x).amax(1) > threshold).float()
     h, w = x.shape[-2:]
     m = torch.zeros(len(x), h, w)
-    m[:, h // 4: h - h // 4, w // 4: w - w // 4] = 1
+    m[:, h // 4 : h - h // 4, w // 4 : w - w // 4] = 1
     return m
+
 
 def _class_name(s: Setup, y: int) -> str:
     from attribkit import data
+
     names = {"smoke": data.SHAPE_NAMES, "cpu": data.FASHION_MNIST_CLASSES}.get(s.run.scale)
     return names[int(y)] if names else f"class {int(y)}"
 
+
 def _object_note(s: Setup, threshold: float = 0.1) -> str:
     "What the 'object' is for the data of `s` (for the results' extra)."
-    return {"smoke": "target shape mask", "cpu": f"item silhouette (pixel > {threshold})",
-            "paper": "centred square of half the image side (ImageNet val has no masks)"}[s.run.scale]
+    return {
+        "smoke": "target shape mask",
+        "cpu": f"item silhouette (pixel > {threshold})",
+        "paper": "centred square of half the image side (ImageNet val has no masks)",
+    }[s.run.scale]
+
 
 def _show_image(ax, img: Tensor):
     img = img.permute(1, 2, 0).clamp(0, 1)
@@ -630,32 +960,47 @@ def _show_image(ax, img: Tensor):
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #596c79e9
 FIG1_MAPS = ["UFG", "WC only", "EPC only", "DGA", "ReLU(G×I)", "|G×I|", "input intensity", "random"]
-_FIG1_CLAIMS = [("DGA", "UFG", "evidence"), ("WC only", "UFG", "evidence"), ("EPC only", "UFG", "evidence"),  # the masks' effect
-               ("UFG", "random", "control"),       # the map the masks are judged against finds the object better than chance
-               ("DGA", "ReLU(G×I)", "diagnostic"), ("DGA", "|G×I|", "diagnostic")]
+_FIG1_CLAIMS = [
+    ("DGA", "UFG", "evidence"),
+    ("WC only", "UFG", "evidence"),
+    ("EPC only", "UFG", "evidence"),  # the masks' effect
+    ("UFG", "random", "control"),  # the map the masks are judged against finds the object better than chance
+    ("DGA", "ReLU(G×I)", "diagnostic"),
+    ("DGA", "|G×I|", "diagnostic"),
+]
 # no claim against "input intensity": the object is where the input is bright (pixel > threshold), so that map finds it by
 # construction; its share stays a measured cell
 _AREA = "object area (chance)"
 
+
 def _fig1_maps(s: Setup, names, n_steps: int) -> dict:
     from attribkit.attr.cam import UniformFullGrad
+
     raw = _unnormalise(s)
-    maps = {"UFG": lambda m, x, t: UniformFullGrad(m).attribute(x, t), "WC only": _dga(n_steps, masks="wc"),
-            "EPC only": _dga(n_steps, masks="epc"), "DGA": _dga(n_steps), **control_methods(),
-            "input intensity": lambda m, x, t: raw(x),
-            "random": lambda m, x, t: attribute(m, x, t, method="random", seed=int(torch.randint(1 << 30, ())))}
+    maps = {
+        "UFG": lambda m, x, t: UniformFullGrad(m).attribute(x, t),
+        "WC only": _dga(n_steps, masks="wc"),
+        "EPC only": _dga(n_steps, masks="epc"),
+        "DGA": _dga(n_steps),
+        **control_methods(),
+        "input intensity": lambda m, x, t: raw(x),
+        "random": lambda m, x, t: attribute(m, x, t, method="random", seed=int(torch.randint(1 << 30, ()))),
+    }
     unknown = [k for k in names if k not in maps]
     if unknown:
         raise ValueError(f"`maps` must be names from {list(maps)}, got {unknown}")
     return {k: maps[k] for k in names}
 
+
 def _share(a: Tensor, obj: Tensor) -> Tensor:
     p = a.detach().cpu().clamp_min(0).sum(1)
     return (p * obj).sum((1, 2)) / p.sum((1, 2)).clamp_min(1e-12)
 
+
 def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResult:
     "Figure 1's experiment: for each model, seed and map of `maps` the share of its positive mass on the target object (pixels of the object: `threshold`), the claims of `_FIG1_CLAIMS` among the maps run; `raw`: the first seed's maps and the per-image shares."
     from attribkit.results import paper_table
+
     methods, first, shares = _fig1_maps(s, maps, s.run.budget["n_steps"]), {}, {}
     for seed, per in zip(s.seeds, s.per_seed):
         for label, (model, x, y) in per.items():
@@ -676,21 +1021,46 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
             if k not in sh or ref not in sh:
                 continue
             effects, unit = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
-            c = claim(f"fig1/{_slug(k)}-over-{_slug(ref)}/{_slug(s.paper_names.get(label, label))}",
-                      f"{label}: {k} puts more positive mass on the object than {ref}", effects, units=unit,
-                      detail="effect = difference of object shares", not_evaluable=s.chance.get(label),
-                      paper_claim="dga/masks-object", role=role)
+            c = claim(
+                f"fig1/{_slug(k)}-over-{_slug(ref)}/{_slug(s.paper_names.get(label, label))}",
+                f"{label}: {k} puts more positive mass on the object than {ref}",
+                effects,
+                units=unit,
+                detail="effect = difference of object shares",
+                not_evaluable=s.chance.get(label),
+                paper_claim="dga/masks-object",
+                role=role,
+            )
             claims.append(c)
             comparisons[c["key"]] = dict(model=label, method=k, reference=ref)
     rows = {label: {k: _cell(v, native=True) for k, v in sh.items()} for label, sh in shares.items()}
-    table = paper_table(rows, decimals=3, corner="model", title="Share of the positive attribution on the target object ↑ "
-                        "(the paper gives no numbers; ours ± SE)")
-    extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=s.run.budget["n_steps"],
-                 object=_object_note(s, threshold), maps=list(methods), comparisons=comparisons)
-    res = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(maps=first, shares=shares),
-                     stand_ins=_stand_in_accuracy(s))
+    table = paper_table(
+        rows,
+        decimals=3,
+        corner="model",
+        title="Share of the positive attribution on the target object ↑ (the paper gives no numbers; ours ± SE)",
+    )
+    extra = dict(
+        data=s.data,
+        accuracy=s.accuracy,
+        n_images=s.n_images,
+        n_steps=s.run.budget["n_steps"],
+        object=_object_note(s, threshold),
+        maps=list(methods),
+        comparisons=comparisons,
+    )
+    res = StepResult(
+        s.run,
+        tables=[table],
+        measured=measured,
+        claims=claims,
+        extra=extra,
+        raw=dict(maps=first, shares=shares),
+        stand_ins=_stand_in_accuracy(s),
+    )
     diagnose(res, RULES)
     return res
+
 
 def _object_rule(res: Result, c: dict) -> str:
     "A Figure 1 claim that does not hold: every object share measured on its model, and whether the input intensity alone already lies on the object."
@@ -698,21 +1068,26 @@ def _object_rule(res: Result, c: dict) -> str:
     share = {k: res.measured[f"{label} | {k} | positive mass on object"]["mean"] for k in res.extra["maps"] + [_AREA]}
     text = "object shares " + ", ".join(f"{k} {v:.3f}" for k, v in share.items())
     if ref == "input intensity" and share[ref] >= 0.9:
-        text += (f" — the input intensity itself puts {share[ref]:.3f} of its mass on the object: the object is where the input "
-                 "is bright, so this trivial map finds it by construction.")
+        text += (
+            f" — the input intensity itself puts {share[ref]:.3f} of its mass on the object: the object is where the input "
+            "is bright, so this trivial map finds it by construction."
+        )
     return text + ("" if text.endswith(".") else ".")
 
+
 RULES["fig1"] = _object_rule
+
 
 def fig1_figures(s: Setup, res: StepResult, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G×I|")) -> list:
     "The gallery, one figure per model (galleries split rather than tall): `n_show` images (true label) and their maps (blue negative, red positive), titled with each map's object share."
     import matplotlib.pyplot as plt
+
     raw, k, figs = _unnormalise(s), min(n_show, s.n_images), []
     show = [m for m in show if m in res.raw["shares"][next(iter(s.per_seed[0]))]]
     for label, (model, x, y) in s.per_seed[0].items():
         fig, axes = plt.subplots(k, len(show) + 1, figsize=(2.1 * (len(show) + 1), 2.2 * k), squeeze=False)
         for j in range(k):
-            _show_image(axes[j, 0], raw(x[j:j + 1])[0])
+            _show_image(axes[j, 0], raw(x[j : j + 1])[0])
             axes[j, 0].set_title(f"true: {_class_name(s, y[j])}", fontsize=7)
             for c, mname in enumerate(show):
                 h = res.raw["maps"][label][mname][j].sum(0)
@@ -722,8 +1097,11 @@ def fig1_figures(s: Setup, res: StepResult, n_show: int = 4, show=("UFG", "WC on
         for ax in axes.flat:
             ax.set_xticks([])
             ax.set_yticks([])
-        fig.suptitle(f"Figure 1, {label}: {' / '.join(show)}\n({s.run.scale}, {s.data}, seed {s.seeds[0]}); "
-                     "share of positive mass on the object ↑", fontsize=9)
+        fig.suptitle(
+            f"Figure 1, {label}: {' / '.join(show)}\n({s.run.scale}, {s.data}, seed {s.seeds[0]}); "
+            "share of positive mass on the object ↑",
+            fontsize=9,
+        )
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
         figs.append(fig)
     return figs
@@ -736,15 +1114,21 @@ def _log_ratio(path: list, x: Tensor, obj: Tensor) -> Tensor:
     outside = torch.stack([(r * (1 - obj)).sum((1, 2)) / (1 - obj).sum((1, 2)).clamp_min(1) for r in ratio])
     return (inside.clamp_min(1e-8) / outside.clamp_min(1e-8)).log()
 
+
 _RATIO = "log(mask on / off object), second half"
+
 
 def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
     "Figure 8's experiment on the one model of `s`: DGA's sequence x_n and the same sequence driven by a random and by an intensity local attribution, the log ratio of the mask on / off the object (second half), p(target) along the path; `raw`: the first seed's path, the probabilities."
     from attribkit.attr.cam import UniformFullGrad
     from attribkit.results import paper_table
+
     raw, n_steps = _unnormalise(s), s.run.budget["n_steps"]
-    seqs = {"DGA (UFG)": None, "random local": lambda m, x, t: torch.randn_like(x),      # a fresh field at every step
-            "intensity local": lambda m, x, t: raw(x).to(x)}                            # the brightness of the current input
+    seqs = {
+        "DGA (UFG)": None,
+        "random local": lambda m, x, t: torch.randn_like(x),  # a fresh field at every step
+        "intensity local": lambda m, x, t: raw(x).to(x),
+    }  # the brightness of the current input
     (label,) = s.per_seed[0]
     late, probs, first, phi_share, area, background = {k: [] for k in seqs}, [], {}, [], [], []
     for seed, per in zip(s.seeds, s.per_seed):
@@ -755,9 +1139,9 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
         for k, local in seqs.items():
             torch.manual_seed(seed)
             d = DGA(model, n_steps=n_steps) if local is None else DGA(model, local=local, n_steps=n_steps)
-            attr, path = d.attribute(x, y, return_path=True)            # path: (N, n, C, H, W)
+            attr, path = d.attribute(x, y, return_path=True)  # path: (N, n, C, H, W)
             lr = _log_ratio(path, x, obj)
-            late[k].append(lr[n_steps // 2:].mean(0))
+            late[k].append(lr[n_steps // 2 :].mean(0))
             if local is None:
                 phi = UniformFullGrad(model).attribute(x, y).detach().abs().sum(1).cpu()
                 phi_share.append((phi * obj).sum((1, 2)) / phi.sum((1, 2)).clamp_min(1e-12))
@@ -769,57 +1153,110 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
     measured = _accuracy_cells(s)
     for k, v in (("|UFG| share on the object at step 0", phi_share), ("object area share", area)):
         measured[f"{label} | {k}"] = _cell(v, native=True)
-    P = torch.stack([p.mean(1) for p in probs])                          # (seeds, N)
+    P = torch.stack([p.mean(1) for p in probs])  # (seeds, N)
     for n in range(0, n_steps, 5):
         measured[f"{label} | step {n} | target prob"] = mean_se(P[:, n]) if len(P) > 1 else float(P[0, n])
     for k, v in late.items():
         measured[f"{label} | {k} | {_RATIO}"] = _cell(v, native=True)
     ne, model_key = s.chance.get(label), _slug(s.paper_names.get(label, label))
-    effects = [("fig8/dga-keeps-object", "keeps more of the object than of the background (log ratio > 0)", late["DGA (UFG)"],
-                "effect = log(mean mask on object / off object), steps N/2..N−1")]
-    effects.append(("fig8/dga-over-random-local", "concentrates on the object more than a random-local sequence",
-                    [a - b for a, b in zip(late["DGA (UFG)"], late["random local"])], ""))
+    effects = [
+        (
+            "fig8/dga-keeps-object",
+            "keeps more of the object than of the background (log ratio > 0)",
+            late["DGA (UFG)"],
+            "effect = log(mean mask on object / off object), steps N/2..N−1",
+        )
+    ]
+    effects.append(
+        (
+            "fig8/dga-over-random-local",
+            "concentrates on the object more than a random-local sequence",
+            [a - b for a, b in zip(late["DGA (UFG)"], late["random local"])],
+            "",
+        )
+    )
     # no claim against the intensity-local sequence: it keeps the bright pixels, i.e. the object, by construction
     claims = []
     for key, text, per_seed, detail in effects:
         e, unit = unit_effects(per_seed, "methods")
-        claims.append(claim(f"{key}/{model_key}", f"{label}: the DGA sequence {text}", e, units=unit, detail=detail, not_evaluable=ne,
-                            paper_claim="dga/masks-object", role="diagnostic"))   # why the masks do or do not find the object
-    table = paper_table({label: {k: _cell(v, native=True) for k, v in late.items()}}, decimals=3, corner="model",
-                        title="log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)")
-    extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, n_steps=n_steps, object=_object_note(s, threshold),
-                 model=label, background=sum(background) / len(background),
-                 note="the IG path images are α·x in normalised space, shown un-normalised")
-    res = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(first=first, probs=probs),
-                     stand_ins=_stand_in_accuracy(s))
+        claims.append(
+            claim(
+                f"{key}/{model_key}",
+                f"{label}: the DGA sequence {text}",
+                e,
+                units=unit,
+                detail=detail,
+                not_evaluable=ne,
+                paper_claim="dga/masks-object",
+                role="diagnostic",
+            )
+        )  # why the masks do or do not find the object
+    table = paper_table(
+        {label: {k: _cell(v, native=True) for k, v in late.items()}},
+        decimals=3,
+        corner="model",
+        title="log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)",
+    )
+    extra = dict(
+        data=s.data,
+        accuracy=s.accuracy,
+        n_images=s.n_images,
+        n_steps=n_steps,
+        object=_object_note(s, threshold),
+        model=label,
+        background=sum(background) / len(background),
+        note="the IG path images are α·x in normalised space, shown un-normalised",
+    )
+    res = StepResult(
+        s.run,
+        tables=[table],
+        measured=measured,
+        claims=claims,
+        extra=extra,
+        raw=dict(first=first, probs=probs),
+        stand_ins=_stand_in_accuracy(s),
+    )
     diagnose(res, RULES)
     return res
+
 
 def _path_rule(res: Result, c: dict) -> str:
     "A Figure 8 claim that does not hold: the second-half log ratios of the three sequences, where |UFG| lies at step 0, and the background's value in normalised space."
     label, m = res.extra["model"], res.measured
     lr = {k: m[f"{label} | {k} | {_RATIO}"]["mean"] for k in ("DGA (UFG)", "random local", "intensity local")}
     ps, ar = m[f"{label} | |UFG| share on the object at step 0"]["mean"], m[f"{label} | object area share"]["mean"]
-    text = (f"second-half log ratios — DGA {lr['DGA (UFG)']:+.3f}, random local {lr['random local']:+.3f}, intensity local "
-            f"{lr['intensity local']:+.3f}. At step 0, {ps:.2f} of the |UFG| mass lies on the object, whose area share is {ar:.2f}; "
-            "the WC mask keeps the elements of largest |φ|, so the sequence keeps " + ("the object" if ps > ar else "the background") + ".")
+    text = (
+        f"second-half log ratios — DGA {lr['DGA (UFG)']:+.3f}, random local {lr['random local']:+.3f}, intensity local "
+        f"{lr['intensity local']:+.3f}. At step 0, {ps:.2f} of the |UFG| mass lies on the object, whose area share is {ar:.2f}; "
+        "the WC mask keeps the elements of largest |φ|, so the sequence keeps "
+        + ("the object" if ps > ar else "the background")
+        + "."
+    )
     if lr["intensity local"] > lr["DGA (UFG)"]:
         text += " The intensity-driven sequence keeps the object better: the object is where the input is bright, so it finds it by construction."
     if abs(res.extra["background"]) > 0.1:
-        text += (f" The background is {res.extra['background']:+.2f} in normalised space, not 0, so x⊙∇f is not zero there and the "
-                 "model's evidence includes the background around the object.")
+        text += (
+            f" The background is {res.extra['background']:+.2f} in normalised space, not 0, so x⊙∇f is not zero there and the "
+            "model's evidence includes the background around the object."
+        )
     return text
 
+
 RULES["fig8"] = _path_rule
+
 
 def fig8_figures(s: Setup, res: StepResult, n_show: int = 4, per_figure: int = 2) -> list:
     "Per image (true label): DGA's masked inputs x_n beside IG's α·x at the same positions, the DGA map, and p(target) along the DGA path; `per_figure` images a figure (galleries split rather than tall)."
     k = min(n_show, s.n_images)
-    return [_fig8_part(s, res, range(i, min(k, i + per_figure)), (i // per_figure + 1, -(-k // per_figure)))
-            for i in range(0, k, per_figure)]
+    return [
+        _fig8_part(s, res, range(i, min(k, i + per_figure)), (i // per_figure + 1, -(-k // per_figure)))
+        for i in range(0, k, per_figure)
+    ]
+
 
 def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
     import matplotlib.pyplot as plt
+
     raw, first, n_steps = _unnormalise(s), res.raw["first"], s.run.budget["n_steps"]
     steps = sorted({min(n, n_steps - 1) for n in (0, 5, 10, 20, n_steps - 1)})
     xf, pf = first["x"], first["path"]
@@ -827,10 +1264,10 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
     for r, i in enumerate(images):
         top, bottom = axes[2 * r], axes[2 * r + 1]
         for j, n in enumerate(steps):
-            _show_image(top[j], raw(pf[n, i:i + 1])[0])
+            _show_image(top[j], raw(pf[n, i : i + 1])[0])
             top[j].set_title(f"DGA x_{n}", fontsize=8)
             a = 1 - n / n_steps
-            _show_image(bottom[j], raw(a * xf[i:i + 1])[0])
+            _show_image(bottom[j], raw(a * xf[i : i + 1])[0])
             bottom[j].set_title(f"IG α={a:.2f}", fontsize=8)
         top[0].set_ylabel(f"true: {_class_name(s, first['y'][i])}", fontsize=8)
         top[-1].imshow(first["attr"][i].sum(0), cmap="viridis")
@@ -842,8 +1279,11 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
     for ax in list(axes[:, :-1].flat) + list(axes[::2, -1]):
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle(f"Figure 8: DGA distillation sequence vs IG path ({s.run.scale}, {s.data}, {res.extra['model']}, "
-                 f"seed {s.seeds[0]}); part {part[0]} of {part[1]}", fontsize=9)
+    fig.suptitle(
+        f"Figure 8: DGA distillation sequence vs IG path ({s.run.scale}, {s.data}, {res.extra['model']}, "
+        f"seed {s.seeds[0]}); part {part[0]} of {part[1]}",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     return fig
 
@@ -851,6 +1291,7 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
 def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
     "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
     from attribkit.results import paper_table
+
     b = s.run.budget
     NS, QS, (label,) = list(ns or b["grid_n"]), list(qs), s.per_seed[0]
     N, g = max(n for n in NS if n <= b["n_steps"]), {}
@@ -862,9 +1303,9 @@ def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
 
     for q in QS:
         for n in NS:
-            g[(n, q)] = g[(1, QS[0])] if n == 1 and q != QS[0] else scores(n, q)   # N = 1 does not depend on q
+            g[(n, q)] = g[(1, QS[0])] if n == 1 and q != QS[0] else scores(n, q)  # N = 1 does not depend on q
     ctrl = _run_methods(s, control_methods(), **kw)[label]
-    res = [dict(c, DGA=d) for c, d in zip(ctrl, g.get((N, 0.9)) or scores(N, 0.9))]      # default DGA beside its controls
+    res = [dict(c, DGA=d) for c, d in zip(ctrl, g.get((N, 0.9)) or scores(N, 0.9))]  # default DGA beside its controls
     measured = _accuracy_cells(s)
     for (n, q), sc in g.items():
         for key, (order, score, _) in SCORES.items():
@@ -878,32 +1319,68 @@ def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
         comparisons[key] = cmp
 
     if 1 in NS and N > 1:
-        for key in PROB:   # the control: N = 1 (ReLU(UFG), the map aggregation is judged against) beats a random map
-            c = _versus(res, label, s.paper_names.get(label, label), "fig9", "DGA N=1", "random", key, ne, "dga/n-steps", "control")
+        for key in PROB:  # the control: N = 1 (ReLU(UFG), the map aggregation is judged against) beats a random map
+            c = _versus(
+                res, label, s.paper_names.get(label, label), "fig9", "DGA N=1", "random", key, ne, "dga/n-steps", "control"
+            )
             claims.append(c)
             comparisons[c["key"]] = dict(model=label, method="DGA N=1", reference="random", score=key)
         for q in QS:
             for key in PROB:
                 order, score, sign = SCORES[key]
-                add(f"fig9/aggregation/{model_key}/q={q}/{key}", f"q={q}: N={N} beats N=1 in {order} ({score})",
-                    [sign * (a[key] - c[key]) for a, c in zip(g[(N, q)], g[(1, q)])], dict(model=label, score=key), "dga/n-steps")
-    if 0.6 in QS and 1.0 in QS:   # a low q improves MoRF (lower) and degrades LeRF (lower): both "q=0.6 below q=1.0"
+                add(
+                    f"fig9/aggregation/{model_key}/q={q}/{key}",
+                    f"q={q}: N={N} beats N=1 in {order} ({score})",
+                    [sign * (a[key] - c[key]) for a, c in zip(g[(N, q)], g[(1, q)])],
+                    dict(model=label, score=key),
+                    "dga/n-steps",
+                )
+    if 0.6 in QS and 1.0 in QS:  # a low q improves MoRF (lower) and degrades LeRF (lower): both "q=0.6 below q=1.0"
         for key in PROB:
             order, score, sign = SCORES[key]
-            add(f"fig9/low-q/{model_key}/{key}",
+            add(
+                f"fig9/low-q/{model_key}/{key}",
                 f"N={N}: q=0.6 has a lower {order} ({score}) than q=1.0 ({'better' if order == 'MoRF' else 'worse'})",
-                [c[key] - a[key] for a, c in zip(g[(N, 0.6)], g[(N, 1.0)])], dict(model=label, score=key), "dga/low-q")
-    rows = {f"q = {q}, {SCORES[k][0]} {'↑' if SCORES[k][2] > 0 else '↓'}": {f"N = {n}": _cell([r[k] for r in g[(n, q)]]) for n in NS}
-            for k in ("lerf_prob", "morf_prob") for q in QS}
-    table = paper_table(rows, decimals=3, corner="q, order", title=f"{label}: DGA's softmax-probability pixel-flip AUC over N and q "
-                        "(the paper's Figure 9 gives no numbers)")
-    extra = dict(data=s.data, accuracy=s.accuracy, n_images=s.n_images, N=NS, q=QS, flip_steps=b["flip_steps"], fill=fill,
-                 target="true label", model=label, unit=unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1],
-                 comparisons=comparisons)
-    out = StepResult(s.run, tables=[table], measured=measured, claims=claims, extra=extra, raw=dict(grid=g, res=res),
-                     stand_ins=_stand_in_accuracy(s))
+                [c[key] - a[key] for a, c in zip(g[(N, 0.6)], g[(N, 1.0)])],
+                dict(model=label, score=key),
+                "dga/low-q",
+            )
+    rows = {
+        f"q = {q}, {SCORES[k][0]} {'↑' if SCORES[k][2] > 0 else '↓'}": {f"N = {n}": _cell([r[k] for r in g[(n, q)]]) for n in NS}
+        for k in ("lerf_prob", "morf_prob")
+        for q in QS
+    }
+    table = paper_table(
+        rows,
+        decimals=3,
+        corner="q, order",
+        title=f"{label}: DGA's softmax-probability pixel-flip AUC over N and q (the paper's Figure 9 gives no numbers)",
+    )
+    extra = dict(
+        data=s.data,
+        accuracy=s.accuracy,
+        n_images=s.n_images,
+        N=NS,
+        q=QS,
+        flip_steps=b["flip_steps"],
+        fill=fill,
+        target="true label",
+        model=label,
+        unit=unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1],
+        comparisons=comparisons,
+    )
+    out = StepResult(
+        s.run,
+        tables=[table],
+        measured=measured,
+        claims=claims,
+        extra=extra,
+        raw=dict(grid=g, res=res),
+        stand_ins=_stand_in_accuracy(s),
+    )
     diagnose(out, RULES)
     return out
+
 
 def _grid_rule(res: Result, c: dict) -> str:
     "A Figure 9 grid claim that does not hold: the grid's mean AUCs over N per q on its score, and the random map's."
@@ -911,14 +1388,20 @@ def _grid_rule(res: Result, c: dict) -> str:
     order, score, _ = SCORES[key]
     NS, QS, m = res.extra["N"], res.extra["q"], res.measured
     rnd = m[f"{res.extra['model']} | random | {_LABEL[key]}"]["mean"]
-    return (f"mean {key} over N (q=" + ", ".join(f"{q}: " + "/".join(f"{m[f'N={n} q={q} | {order} {score}']:.3f}" for n in NS) for q in QS)
-            + f") for N = {NS}; random {rnd:.3f}.")
+    return (
+        f"mean {key} over N (q="
+        + ", ".join(f"{q}: " + "/".join(f"{m[f'N={n} q={q} | {order} {score}']:.3f}" for n in NS) for q in QS)
+        + f") for N = {NS}; random {rnd:.3f}."
+    )
+
 
 RULES.update({"fig9/aggregation": _grid_rule, "fig9/low-q": _grid_rule})
+
 
 def fig9_figure(s: Setup, res: StepResult):
     "Figure 9's four panels (2 × 2: probability, then logit): AUC against N (log axis), one line per q, the random map as the baseline; the legend below."
     import matplotlib.pyplot as plt
+
     NS, QS, m = res.extra["N"], res.extra["q"], res.measured
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), layout="constrained")
     for ax, key in zip(axes.flat, ["morf_prob", "lerf_prob", "morf_logit", "lerf_logit"]):
@@ -931,8 +1414,11 @@ def fig9_figure(s: Setup, res: StepResult):
         ax.set_ylabel(f"pixel-flip AUC ({'softmax probability' if score == 'probability' else 'logit'})")
         ax.set_title(f"{order} {'↑' if sign > 0 else '↓'} ({score})")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=len(QS) + 1, fontsize=8, frameon=False)
-    fig.suptitle(f"Figure 9: DGA hyper-parameters ({s.run.scale}, {s.data}, {res.extra['model']}, {s.n_images} images × "
-                 f"{len(s.seeds)} seed(s))", fontsize=9)
+    fig.suptitle(
+        f"Figure 9: DGA hyper-parameters ({s.run.scale}, {s.data}, {res.extra['model']}, {s.n_images} images × "
+        f"{len(s.seeds)} seed(s))",
+        fontsize=9,
+    )
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #11ce9c69
@@ -947,15 +1433,18 @@ def _pattern(model: nn.Module, x: Tensor) -> Tensor:
     bits = torch.cat(acts, 1)
     return (bits * 2 ** torch.arange(bits.shape[1])).sum(1)
 
+
 def _ig_reference(model: nn.Module, x: Tensor, n: int = 256) -> Tensor:
     "Integrated gradients from the zero baseline with an n-point midpoint rule (reference computation)."
     a = (torch.arange(n, dtype=x.dtype) + 0.5) / n
     g = target_grad(model, (a[:, None] * x).detach(), torch.zeros(n, dtype=torch.long))
     return x[0] * g.mean(0, keepdim=True)
 
+
 @dataclass
 class MoonsSetup:
     "The trained toy of one run (`model`, in float64), its test points `X` with their `labels`, test accuracy and training recipe."
+
     run: Run
     model: nn.Module
     X: Tensor
@@ -966,48 +1455,70 @@ class MoonsSetup:
     final_train_loss: float | None = None
 
     def describe(self) -> str:
-        return (f"**{self.run.name}** ({self.run.scale}): the 2-5-3-1 ReLU MLP on the two moons (noise 0.1), {self.epochs} epochs at "
-                f"lr {self.lr:g}, seed {self.run.seed}: test accuracy {self.accuracy:.3f}")
+        return (
+            f"**{self.run.name}** ({self.run.scale}): the 2-5-3-1 ReLU MLP on the two moons (noise 0.1), {self.epochs} epochs at "
+            f"lr {self.lr:g}, seed {self.run.seed}: test accuracy {self.accuracy:.3f}"
+        )
 
     def _repr_markdown_(self) -> str:
         return self.describe()
+
 
 def moons_setup(run: Run) -> MoonsSetup:
     "Train the toy for the budget's `epochs` (checkpoint-cached; lr 5e-4 · 5000 / epochs, the paper's lr × epochs) with seed `run.seed`."
     from attribkit.data import moons
     from attribkit.models import moons_mlp, train_cached, evaluate
+
     seed_everything(run.seed)
     epochs = run.budget["epochs"]
-    lr = 5e-4 * 5000 / epochs                     # the paper's lr 5e-4 at 5000 epochs; same lr × epochs below paper scale
+    lr = 5e-4 * 5000 / epochs  # the paper's lr 5e-4 at 5000 epochs; same lr × epochs below paper scale
     ds = moons(n_samples=1000, noise=0.1, seed=0)
-    model, hist = train_cached(moons_mlp, {}, ds.train, "moons-1000-0.1-seed0",
-                               dict(epochs=epochs, lr=lr, optimizer="adam", weight_decay=0.0, batch_size=len(ds.train),
-                                    schedule=None, loss="bce"), seed=run.seed, device="cpu", progress=False)
+    model, hist = train_cached(
+        moons_mlp,
+        {},
+        ds.train,
+        "moons-1000-0.1-seed0",
+        dict(epochs=epochs, lr=lr, optimizer="adam", weight_decay=0.0, batch_size=len(ds.train), schedule=None, loss="bce"),
+        seed=run.seed,
+        device="cpu",
+        progress=False,
+    )
     model = model.double().eval()
     acc = evaluate(model, ds.test, topk=(1,), device="cpu")["top1"]
     X = torch.cat([t for t, _ in [ds.test[i] for i in range(len(ds.test))]]).view(-1, 2).double()
     labels = [int(ds.test[i][1]) for i in range(len(ds.test))]
     return MoonsSetup(run, model, X, labels, acc, epochs, lr, hist["loss"][-1] if "loss" in hist else None)
 
+
 _A, _B = "A (region of the baseline)", "B (other region)"
+
 
 def moons_identities(toy: MoonsSetup, n_steps: int = 30) -> StepResult:
     "G×I, IG, UFG and DGA (`n_steps`) at a point A whose segment to the baseline stays in its linear region and a point B in another region, with the identities' residuals (no statistical claims: they are identities); `raw`: the two points."
     from attribkit.attr.cam import fullgrad_decompose, UniformFullGrad
     from attribkit.results import paper_table
+
     model, X = toy.model, toy.X
     base = torch.zeros(1, 2, dtype=torch.float64)
     alphas = torch.linspace(0, 1, 101, dtype=torch.float64)[:, None]
     same = [bool((_pattern(model, alphas * x[None]) == _pattern(model, base)).all()) for x in X]
     other = [bool(_pattern(model, x[None]) != _pattern(model, base)) for x in X]
-    points = {_A: X[same.index(True)][None] if True in same else 1e-6 * X[:1],
-              _B: X[other.index(True)][None] if True in other else X[:1]}
+    points = {
+        _A: X[same.index(True)][None] if True in same else 1e-6 * X[:1],
+        _B: X[other.index(True)][None] if True in other else X[:1],
+    }
     t0, measured, rows = torch.zeros(1, dtype=torch.long), {"test accuracy": toy.accuracy}, {}
     for label, x in points.items():
         gi, terms, fk = fullgrad_decompose(model, x, t0)
-        r = rows[label] = dict(x=x[0].tolist(), f=float(fk), gxi=gi[0].tolist(), ig=_ig_reference(model, x)[0].tolist(),
-                               bias_total=sum(float(t.sum()) for t in terms), ufg=UniformFullGrad(model).attribute(x, t0)[0].tolist(),
-                               dga=DGA(model, n_steps=n_steps).attribute(x, t0)[0].tolist())
+        r = rows[label] = dict(
+            x=x[0].tolist(),
+            f=float(fk),
+            gxi=gi[0].tolist(),
+            ig=_ig_reference(model, x)[0].tolist(),
+            bias_total=sum(float(t.sum()) for t in terms),
+            ufg=UniformFullGrad(model).attribute(x, t0)[0].tolist(),
+            dga=DGA(model, n_steps=n_steps).attribute(x, t0)[0].tolist(),
+        )
         for k in ("f", "bias_total"):
             measured[f"{label} | {k}"] = r[k]
         for k in ("x", "gxi", "ig", "ufg", "dga"):
@@ -1019,26 +1530,46 @@ def moons_identities(toy: MoonsSetup, n_steps: int = 30) -> StepResult:
     for label, r in rows.items():
         measured[f"{label} | identity check: |Σ UFG − f|"] = abs(sum(r["ufg"]) - r["f"])
     cols = (("x", "x"), ("gxi", "G×I"), ("ig", "IG"), ("ufg", "UFG"), ("dga", "DGA"))
-    table = paper_table({f"{label[0]}, x{i}": {c: rows[label][k][i] for k, c in cols} for label in rows for i in range(2)},
-                        decimals=4, corner="point, feature", title="Attributions at the two points (logit of class 1; "
-                        "the paper gives no numbers)")
-    note = (f"At A, whose segment to the baseline stays in one linear region, IG and G×I differ by {dA:.1e} "
-            f"(an identity); at B they differ by up to {dB:.3f}: the IG path crosses other regions.")
-    extra = {"data": "moons (2-D, attribkit.data.moons, noise 0.1)", "points": rows, "epochs": toy.epochs, "lr": toy.lr,
-             "final_train_loss": toy.final_train_loss}
-    return StepResult(toy.run, tables=[table, note], measured=measured, extra=extra, raw=dict(points=points),
-                      stand_ins={"2-5-3-1 ReLU MLP (two moons)": toy.accuracy})
+    table = paper_table(
+        {f"{label[0]}, x{i}": {c: rows[label][k][i] for k, c in cols} for label in rows for i in range(2)},
+        decimals=4,
+        corner="point, feature",
+        title="Attributions at the two points (logit of class 1; the paper gives no numbers)",
+    )
+    note = (
+        f"At A, whose segment to the baseline stays in one linear region, IG and G×I differ by {dA:.1e} "
+        f"(an identity); at B they differ by up to {dB:.3f}: the IG path crosses other regions."
+    )
+    extra = {
+        "data": "moons (2-D, attribkit.data.moons, noise 0.1)",
+        "points": rows,
+        "epochs": toy.epochs,
+        "lr": toy.lr,
+        "final_train_loss": toy.final_train_loss,
+    }
+    return StepResult(
+        toy.run,
+        tables=[table, note],
+        measured=measured,
+        extra=extra,
+        raw=dict(points=points),
+        stand_ins={"2-5-3-1 ReLU MLP (two moons)": toy.accuracy},
+    )
+
 
 def moons_figure(toy: MoonsSetup, res: StepResult):
     "Left: the toy's linear regions, decision boundary, test points, A, B and the baseline; right: G×I, IG, UFG and DGA at A and B."
     import matplotlib.pyplot as plt
+
     model, X = toy.model, toy.X
     g = torch.linspace(-2.0, 3.0, 300, dtype=torch.float64)
     gx, gy = torch.meshgrid(g, torch.linspace(-1.5, 2.0, 240, dtype=torch.float64), indexing="xy")
     pts = torch.stack([gx.flatten(), gy.flatten()], 1)
     _, ids = torch.unique(_pattern(model, pts), return_inverse=True)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-    axes[0].imshow(ids.view(gx.shape).numpy() % 20, origin="lower", extent=(-2, 3, -1.5, 2), cmap="tab20", alpha=0.6, aspect="auto")
+    axes[0].imshow(
+        ids.view(gx.shape).numpy() % 20, origin="lower", extent=(-2, 3, -1.5, 2), cmap="tab20", alpha=0.6, aspect="auto"
+    )
     with torch.no_grad():
         axes[0].contour(gx, gy, model(pts).view(gx.shape), levels=[0], colors="k")
     axes[0].scatter(X[:, 0], X[:, 1], c=toy.labels, s=6, cmap="coolwarm")

@@ -29,159 +29,254 @@ def _rows(d: dict, cols=("baseline", "prune", "merge")) -> dict:
     "{row: tuple} → {row: {col: value}} with `gain` = merge − prune."
     return {r: dict(zip(cols, v), gain=round(v[2] - v[1], 2)) for r, v in d.items()}
 
+
 # the paper, LeNet-300-100 on Fashion-MNIST, l1 (official README = paper), rows = pruning ratio of both hidden layers
-PAPER_LENET = _rows({f"{r}%": (89.80, p, m) for r, p, m in ((50, 88.40, 88.69), (60, 85.17, 86.92), (70, 71.26, 82.75), (80, 66.76, 80.02))})
+PAPER_LENET = _rows(
+    {f"{r}%": (89.80, p, m) for r, p, m in ((50, 88.40, 88.69), (60, 85.17, 86.92), (70, 71.26, 82.75), (80, 66.76, 80.02))}
+)
 # the paper, VGG-16 on CIFAR-10 (conv1 and conv8-13 halved, 64% of the parameters removed), rows = criterion
-PAPER_VGG16 = {c: dict(v, **{"params removed %": 64.0}) for c, v in
-               _rows({"l1": (93.70, 88.70, 93.16), "l2": (93.70, 89.14, 93.16), "l2-GM": (93.70, 87.85, 93.10)}).items()}
+PAPER_VGG16 = {
+    c: dict(v, **{"params removed %": 64.0})
+    for c, v in _rows({"l1": (93.70, 88.70, 93.16), "l2": (93.70, 89.14, 93.16), "l2-GM": (93.70, 87.85, 93.10)}).items()
+}
 # rebuttal Table 1, VGG-16 on CIFAR-10 per activation, the paper's pruning configuration
-PAPER_ACTIVATIONS = _rows({"Tanh": (90.72, 67.81, 81.32), "SoftSign": (91.14, 76.98, 87.18), "ELU": (91.25, 77.73, 89.68),
-                           "SELU": (90.47, 25.17, 80.28), "LeakyReLU": (93.89, 92.10, 93.46), "Hardswish": (91.93, 88.30, 91.72)})
+PAPER_ACTIVATIONS = _rows(
+    {
+        "Tanh": (90.72, 67.81, 81.32),
+        "SoftSign": (91.14, 76.98, 87.18),
+        "ELU": (91.25, 77.73, 89.68),
+        "SELU": (90.47, 25.17, 80.28),
+        "LeakyReLU": (93.89, 92.10, 93.46),
+        "Hardswish": (91.93, 88.30, 91.72),
+    }
+)
 # rebuttal Table 2, MobileNetV1 on CIFAR-10, every layer at the same ratio (unpruned: 87.90 %, 3.2 M parameters)
-PAPER_MOBILENET = {f"{r}%": dict(v, **{"params (M)": pm}) for (r, pm), v in
-                   zip(((40, 1.4), (50, 1.0), (60, 0.7)), _rows({40: (87.90, 84.52, 85.84), 50: (87.90, 77.34, 80.74), 60: (87.90, 39.39, 55.88)}).values())}
+PAPER_MOBILENET = {
+    f"{r}%": dict(v, **{"params (M)": pm})
+    for (r, pm), v in zip(
+        ((40, 1.4), (50, 1.0), (60, 0.7)),
+        _rows({40: (87.90, 84.52, 85.84), 50: (87.90, 77.34, 80.74), 60: (87.90, 39.39, 55.88)}).values(),
+    )
+}
 # rebuttal Table 3, ImageNet: VGG-16 with its last conv pruned, ResNet-34 with every block's inner conv pruned; top-1 and top-5
 PAPER_IMAGENET = {}
-for _m, _b1, _b5, _rs in (("VGG", 73.36, 91.51, ((50, 57.00, 61.18, 81.05, 84.90, 85), (60, 47.70, 53.78, 73.61, 80.44, 75), (70, 34.75, 43.26, 60.06, 71.62, 64))),
-                          ("ResNet", 73.31, 91.42, ((10, 62.08, 66.30, 84.85, 87.35, 19), (20, 40.66, 53.95, 67.32, 78.66, 17), (30, 12.52, 35.56, 29.43, 61.07, 15)))):
+for _m, _b1, _b5, _rs in (
+    (
+        "VGG",
+        73.36,
+        91.51,
+        ((50, 57.00, 61.18, 81.05, 84.90, 85), (60, 47.70, 53.78, 73.61, 80.44, 75), (70, 34.75, 43.26, 60.06, 71.62, 64)),
+    ),
+    (
+        "ResNet",
+        73.31,
+        91.42,
+        ((10, 62.08, 66.30, 84.85, 87.35, 19), (20, 40.66, 53.95, 67.32, 78.66, 17), (30, 12.52, 35.56, 29.43, 61.07, 15)),
+    ),
+):
     for _r, _p1, _m1, _p5, _m5, _pm in _rs:
-        PAPER_IMAGENET[f"{_m} {_r}%"] = {"baseline": _b1, "prune": _p1, "merge": _m1, "gain": round(_m1 - _p1, 2), "baseline top-5": _b5,
-                                        "prune top-5": _p5, "merge top-5": _m5, "gain top-5": round(_m5 - _p5, 2), "params (M)": _pm}
+        PAPER_IMAGENET[f"{_m} {_r}%"] = {
+            "baseline": _b1,
+            "prune": _p1,
+            "merge": _m1,
+            "gain": round(_m1 - _p1, 2),
+            "baseline top-5": _b5,
+            "prune top-5": _p5,
+            "merge top-5": _m5,
+            "gain top-5": round(_m5 - _p5, 2),
+            "params (M)": _pm,
+        }
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #b2d3f4a5
 def _gains(table: dict, col: str = "gain") -> str:
     "The paper's `col` per row of `table`, e.g. '50% +0.29, 60% +1.75'."
     return ", ".join(f"{r} {v[col]:+.2f}" for r, v in table.items())
 
+
 PAPER_CLAIMS = [
-    C.PaperClaim("merging/lenet-fmnist", "002",
-                 "“Compared to the pruned model with the same topology, our merged model […] maintains the accuracy after pruning "
-                 "without fine-tuning” (abstract), shown on LeNet-300-100 / Fashion-MNIST at 50–80 %",
-                 "paper §5, the LeNet-300-100 / Fashion-MNIST table (l1, both hidden layers at the same ratio)",
-                 f"merge − prune (points): {_gains(PAPER_LENET)}; unpruned 89.80",
-                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning; the reference code's ranking of [w, b]",
-                 "LeNet-300-100 on Fashion-MNIST: 3 seeds with a shortened reference recipe (cpu); the authors' checkpoint (paper scale)"),
-    C.PaperClaim("merging/vgg16-cifar10", "002",
-                 "“for VGG-16 on CIFAR-10, we achieve an accuracy of 93.16% while reducing 64% of total parameters, without any "
-                 "fine-tuning” (abstract); merge beats prune for each criterion",
-                 "abstract; paper §5, the VGG-16 / CIFAR-10 table (conv1 and conv8–13 halved, l1 / l2 / l2-GM)",
-                 f"merge − prune (points): {_gains(PAPER_VGG16)}; merge 93.16 (l1) vs unpruned 93.70",
-                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-                 "VGG-16-BN, widths /16, on 3,000 Fashion-MNIST images, 3 seeds (cpu); VGG-16-BN on CIFAR-10 (paper scale)"),
-    C.PaperClaim("merging/activations", "002",
-                 "“we empirically observed that neuron merging can be extended to many activation functions as seen in Table 1”",
-                 "rebuttal Table 1 (VGG-16 on CIFAR-10, the paper's pruning configuration: conv1 and conv8–13 at 50 %)",
-                 f"merge − prune (points): {_gains(PAPER_ACTIVATIONS)}",
-                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-                 "VGG-16-BN, widths /16, per activation on 3,000 Fashion-MNIST images, 3 seeds, 10 % cut (cpu; the paper cuts 50 %); "
-                 "VGG-16-BN per activation on CIFAR-10 at 50 % (paper scale)"),
-    C.PaperClaim("merging/mobilenet", "002",
-                 "“One simple approach to (approximately) handle depthwise separable layers is to consider the combination of PW and DW "
-                 "layers as one regular convolution layer”; merge beats prune on MobileNetV1 (Table 2)",
-                 "rebuttal Table 2 (MobileNetV1 on CIFAR-10, every layer at the same ratio)",
-                 f"merge − prune (points): {_gains(PAPER_MOBILENET)}; unpruned 87.90",
-                 "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-                 "MobileNetV1, widths /4, on 3,000 Fashion-MNIST images, 3 seeds, 10/20/30 % (cpu; the paper cuts 40/50/60 %); "
-                 "MobileNetV1 on CIFAR-10 at 40/50/60 % (paper scale)"),
-    C.PaperClaim("merging/imagenet", "002",
-                 "“our merging recovers the accuracy in all cases, showing our idea is also effective even for large-scale datasets "
-                 "like ImageNet”",
-                 "rebuttal Table 3 (VGG-16: last conv at 50/60/70 %; ResNet-34: every block's inner conv at 10/20/30 %; l1)",
-                 f"top-1 merge − prune (points): {_gains(PAPER_IMAGENET)}; top-5: {_gains(PAPER_IMAGENET, 'gain top-5')}",
-                 "top-1 and top-5 accuracy, merge − prune (points) ↑, no fine-tuning",
-                 "VGG-16-BN/16 and ResNet-20/2 on 3,000 Fashion-MNIST images, 3 seeds (cpu; not ImageNet models); "
-                 "torchvision VGG-16 and ResNet-34 on ImageNet val (paper scale)"),
+    C.PaperClaim(
+        "merging/lenet-fmnist",
+        "002",
+        "“Compared to the pruned model with the same topology, our merged model […] maintains the accuracy after pruning "
+        "without fine-tuning” (abstract), shown on LeNet-300-100 / Fashion-MNIST at 50–80 %",
+        "paper §5, the LeNet-300-100 / Fashion-MNIST table (l1, both hidden layers at the same ratio)",
+        f"merge − prune (points): {_gains(PAPER_LENET)}; unpruned 89.80",
+        "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning; the reference code's ranking of [w, b]",
+        "LeNet-300-100 on Fashion-MNIST: 3 seeds with a shortened reference recipe (cpu); the authors' checkpoint (paper scale)",
+    ),
+    C.PaperClaim(
+        "merging/vgg16-cifar10",
+        "002",
+        "“for VGG-16 on CIFAR-10, we achieve an accuracy of 93.16% while reducing 64% of total parameters, without any "
+        "fine-tuning” (abstract); merge beats prune for each criterion",
+        "abstract; paper §5, the VGG-16 / CIFAR-10 table (conv1 and conv8–13 halved, l1 / l2 / l2-GM)",
+        f"merge − prune (points): {_gains(PAPER_VGG16)}; merge 93.16 (l1) vs unpruned 93.70",
+        "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
+        "VGG-16-BN, widths /16, on 3,000 Fashion-MNIST images, 3 seeds (cpu); VGG-16-BN on CIFAR-10 (paper scale)",
+    ),
+    C.PaperClaim(
+        "merging/activations",
+        "002",
+        "“we empirically observed that neuron merging can be extended to many activation functions as seen in Table 1”",
+        "rebuttal Table 1 (VGG-16 on CIFAR-10, the paper's pruning configuration: conv1 and conv8–13 at 50 %)",
+        f"merge − prune (points): {_gains(PAPER_ACTIVATIONS)}",
+        "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
+        "VGG-16-BN, widths /16, per activation on 3,000 Fashion-MNIST images, 3 seeds, 10 % cut (cpu; the paper cuts 50 %); "
+        "VGG-16-BN per activation on CIFAR-10 at 50 % (paper scale)",
+    ),
+    C.PaperClaim(
+        "merging/mobilenet",
+        "002",
+        "“One simple approach to (approximately) handle depthwise separable layers is to consider the combination of PW and DW "
+        "layers as one regular convolution layer”; merge beats prune on MobileNetV1 (Table 2)",
+        "rebuttal Table 2 (MobileNetV1 on CIFAR-10, every layer at the same ratio)",
+        f"merge − prune (points): {_gains(PAPER_MOBILENET)}; unpruned 87.90",
+        "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
+        "MobileNetV1, widths /4, on 3,000 Fashion-MNIST images, 3 seeds, 10/20/30 % (cpu; the paper cuts 40/50/60 %); "
+        "MobileNetV1 on CIFAR-10 at 40/50/60 % (paper scale)",
+    ),
+    C.PaperClaim(
+        "merging/imagenet",
+        "002",
+        "“our merging recovers the accuracy in all cases, showing our idea is also effective even for large-scale datasets "
+        "like ImageNet”",
+        "rebuttal Table 3 (VGG-16: last conv at 50/60/70 %; ResNet-34: every block's inner conv at 10/20/30 %; l1)",
+        f"top-1 merge − prune (points): {_gains(PAPER_IMAGENET)}; top-5: {_gains(PAPER_IMAGENET, 'gain top-5')}",
+        "top-1 and top-5 accuracy, merge − prune (points) ↑, no fine-tuning",
+        "VGG-16-BN/16 and ResNet-20/2 on 3,000 Fashion-MNIST images, 3 seeds (cpu; not ImageNet models); "
+        "torchvision VGG-16 and ResNet-34 on ImageNet val (paper scale)",
+    ),
 ]
-NOTEBOOK_CLAIMS = {"merging_lenet": "merging/lenet-fmnist", "merging_vgg16_cifar": "merging/vgg16-cifar10",
-                   "merging_table1_activations": "merging/activations", "merging_table2_mobilenet": "merging/mobilenet",
-                   "merging_table3_imagenet": "merging/imagenet"}   # notebook -> the registry claim its claims serve
+NOTEBOOK_CLAIMS = {
+    "merging_lenet": "merging/lenet-fmnist",
+    "merging_vgg16_cifar": "merging/vgg16-cifar10",
+    "merging_table1_activations": "merging/activations",
+    "merging_table2_mobilenet": "merging/mobilenet",
+    "merging_table3_imagenet": "merging/imagenet",
+}  # notebook -> the registry claim its claims serve
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #e38990f8
 _CPU_STANDIN = dict(cpu_epochs=2, n_train=3000, n_test=500, width_div=16, res_width_div=2)
-BUDGETS = {"smoke": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
-           "cpu": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
-           "paper": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
-           "dry_run": dict(seeds=1, **_CPU_STANDIN, train_batches=2, test_images=4)}
+BUDGETS = {
+    "smoke": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
+    "cpu": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
+    "paper": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
+    "dry_run": dict(seeds=1, **_CPU_STANDIN, train_batches=2, test_images=4),
+}
 
-WEIGHTS = {"lenet": "weights/lenet_300_100.pth",                 # the authors' format: {'acc', 'state_dict': ip1/ip2/ip3}
-           "vgg16_cifar": "weights/vgg16_bn_cifar10.pth",        # attribkit.models.vgg16_bn_cifar(width=1) state dict
-           "mobilenet": "weights/mobilenet_v1_cifar10.pth",      # attribkit.models.mobilenet_v1(width=1) state dict
-           "vgg16": torchvision_weights("vgg16").path, "resnet34": torchvision_weights("resnet34").path}   # torchvision state dicts
-ACTIVATIONS = {"Tanh": "tanh", "SoftSign": "softsign", "ELU": "elu", "SELU": "selu", "LeakyReLU": "leaky_relu", "Hardswish": "hardswish"}
+WEIGHTS = {
+    "lenet": "weights/lenet_300_100.pth",  # the authors' format: {'acc', 'state_dict': ip1/ip2/ip3}
+    "vgg16_cifar": "weights/vgg16_bn_cifar10.pth",  # attribkit.models.vgg16_bn_cifar(width=1) state dict
+    "mobilenet": "weights/mobilenet_v1_cifar10.pth",  # attribkit.models.mobilenet_v1(width=1) state dict
+    "vgg16": torchvision_weights("vgg16").path,
+    "resnet34": torchvision_weights("resnet34").path,
+}  # torchvision state dicts
+ACTIVATIONS = {
+    "Tanh": "tanh",
+    "SoftSign": "softsign",
+    "ELU": "elu",
+    "SELU": "selu",
+    "LeakyReLU": "leaky_relu",
+    "Hardswish": "hardswish",
+}
 for _a in ACTIVATIONS.values():
     WEIGHTS[f"vgg16_cifar_{_a}"] = f"weights/vgg16_bn_cifar10_{_a}.pth"
 
-PAPER_FILES = {"merging_lenet": ["FashionMNIST/raw", WEIGHTS["lenet"]],
-               "merging_vgg16_cifar": ["cifar-10-batches-py", WEIGHTS["vgg16_cifar"]],
-               "merging_table1_activations": ["cifar-10-batches-py"] + [WEIGHTS[f"vgg16_cifar_{a}"] for a in ACTIVATIONS.values()],
-               "merging_table2_mobilenet": ["cifar-10-batches-py", WEIGHTS["mobilenet"]],
-               "merging_table3_imagenet": ["imagenet/val", WEIGHTS["vgg16"], WEIGHTS["resnet34"]]}
+PAPER_FILES = {
+    "merging_lenet": ["FashionMNIST/raw", WEIGHTS["lenet"]],
+    "merging_vgg16_cifar": ["cifar-10-batches-py", WEIGHTS["vgg16_cifar"]],
+    "merging_table1_activations": ["cifar-10-batches-py"] + [WEIGHTS[f"vgg16_cifar_{a}"] for a in ACTIVATIONS.values()],
+    "merging_table2_mobilenet": ["cifar-10-batches-py", WEIGHTS["mobilenet"]],
+    "merging_table3_imagenet": ["imagenet/val", WEIGHTS["vgg16"], WEIGHTS["resnet34"]],
+}
 
 _AUTHORS_LENET_KEYS = [f"ip{i}.{k}" for i in (1, 2, 3) for k in ("weight", "bias")]
+
 
 def _authors_lenet_format(sd: dict) -> dict:
     "A `lenet_300_100` state dict in the authors' checkpoint format: {'acc', 'state_dict'} with ip1/ip2/ip3 names."
     return {"acc": 10.0, "state_dict": dict(zip(_AUTHORS_LENET_KEYS, sd.values()))}
 
+
 _cifar_vgg = functools.partial(vgg16_bn_cifar, num_classes=10, width=1)
-WEIGHT_FILES = [WeightFile(WEIGHTS["lenet"], functools.partial(lenet_300_100, in_features=784, num_classes=10), wrap=_authors_lenet_format),
-                WeightFile(WEIGHTS["vgg16_cifar"], _cifar_vgg, torch.float16),
-                *(WeightFile(WEIGHTS[f"vgg16_cifar_{a}"], functools.partial(_cifar_vgg, activation=a), torch.float16) for a in ACTIVATIONS.values()),
-                WeightFile(WEIGHTS["mobilenet"], functools.partial(mobilenet_v1, num_classes=10, width=1), torch.float16),
-                torchvision_weights("vgg16"), torchvision_weights("resnet34")]
+WEIGHT_FILES = [
+    WeightFile(WEIGHTS["lenet"], functools.partial(lenet_300_100, in_features=784, num_classes=10), wrap=_authors_lenet_format),
+    WeightFile(WEIGHTS["vgg16_cifar"], _cifar_vgg, torch.float16),
+    *(
+        WeightFile(WEIGHTS[f"vgg16_cifar_{a}"], functools.partial(_cifar_vgg, activation=a), torch.float16)
+        for a in ACTIVATIONS.values()
+    ),
+    WeightFile(WEIGHTS["mobilenet"], functools.partial(mobilenet_v1, num_classes=10, width=1), torch.float16),
+    torchvision_weights("vgg16"),
+    torchvision_weights("resnet34"),
+]
+
 
 def _weights(run: Run, key: str) -> Path | None:
     "`run.weights` (which must exist), else the default file for `key` under `data_root`; None if neither is given."
     if run.weights is not None:
         p = Path(run.weights).expanduser()
         if not p.is_file():
-            raise FileNotFoundError(f"`weights` {p} does not exist: pass the weights file, or None to use "
-                                    f"{WEIGHTS[key]} under data_root (our models are trained when that is absent)")
+            raise FileNotFoundError(
+                f"`weights` {p} does not exist: pass the weights file, or None to use "
+                f"{WEIGHTS[key]} under data_root (our models are trained when that is absent)"
+            )
         return p
     return None if run.data_root is None else run.data_path(WEIGHTS[key])
+
 
 def load_authors_lenet(path) -> tuple[nn.Module, float | None]:
     "The authors' LeNet-300-100 checkpoint ({'acc', 'state_dict'} with ip1/ip2/ip3 weights and biases) as attribkit's `lenet_300_100`, and its stored accuracy."
     model = lenet_300_100(in_features=784, num_classes=10)
-    ck = load_weights(model, path, "LeNet-300-100 weights file", rename=dict(zip(_AUTHORS_LENET_KEYS, model.state_dict())),
-                      expected="the authors' LeNet-300-100 checkpoint ({'acc', 'state_dict'}: ip1/ip2/ip3 weight and bias, 784-300-100-10)")
+    ck = load_weights(
+        model,
+        path,
+        "LeNet-300-100 weights file",
+        rename=dict(zip(_AUTHORS_LENET_KEYS, model.state_dict())),
+        expected="the authors' LeNet-300-100 checkpoint ({'acc', 'state_dict'}: ip1/ip2/ip3 weight and bias, 784-300-100-10)",
+    )
     return model.eval(), ck.get("acc")
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #87b0da88
 @dataclass
 class Subject:
     "One row group: its models (one per seed, or one checkpoint), its default pruning ratios, how a ratio becomes `merge`'s `ratio`, and extra `merge`/`prune` arguments."
+
     models: list
     ratios: list
-    spec: Callable | None = None      # (model, r) -> ratio argument; None: r for every prunable pair
+    spec: Callable | None = None  # (model, r) -> ratio argument; None: r for every prunable pair
     kw: dict = field(default_factory=dict)
+
 
 @dataclass(repr=False)
 class Setup:
     "The models of one merging notebook by subject, the test set and each model's correctness on it, and how the notebook's table and claims are shaped."
+
     run: Run
     subjects: dict
     test: Dataset
     num_classes: int
     paper: dict
-    title: str                         # "{ratio}" stands for the first ratio run
+    title: str  # "{ratio}" stands for the first ratio run
     model_name: str
     seeds: list
     gains: tuple = (("gain", "merge", "prune"),)
     topk: tuple = (1,)
-    params: str | None = None          # "params (M)" | "params removed %" | None
-    row: Callable | None = None        # (subject, r) -> row label
+    params: str | None = None  # "params (M)" | "params removed %" | None
+    row: Callable | None = None  # (subject, r) -> row label
     partner_seed: Callable = lambda s, r: 1000 * s + int(100 * r)
     claim_ratios: Callable = lambda subject, ratios: ratios
-    gap_claim: bool = False            # the paper says the gap grows with the ratio
-    pool_controls: bool = True         # controls pooled over subjects (else one per subject)
+    gap_claim: bool = False  # the paper says the gap grows with the ratio
+    pool_controls: bool = True  # controls pooled over subjects (else one per subject)
     extra_claims: Callable | None = None
     corner: str = "pruning ratio"
     extra: dict = field(default_factory=dict)
-    paper_ratios: dict = field(default_factory=dict)   # subject (or "*") -> the ratios of the paper's table; claims elsewhere say so
-    evidence: tuple = (("merge", "prune", ""),)        # (merged, pruned, how) candidates for the evidence, the paper's variant first
-    stand_in: dict = field(default_factory=dict)       # subject -> the stand-in's display name (`Result.stand_ins`)
-    baseline: dict = field(default_factory=dict)   # subject -> [{k: correct per test example}] per model
+    paper_ratios: dict = field(
+        default_factory=dict
+    )  # subject (or "*") -> the ratios of the paper's table; claims elsewhere say so
+    evidence: tuple = (("merge", "prune", ""),)  # (merged, pruned, how) candidates for the evidence, the paper's variant first
+    stand_in: dict = field(default_factory=dict)  # subject -> the stand-in's display name (`Result.stand_ins`)
+    baseline: dict = field(default_factory=dict)  # subject -> [{k: correct per test example}] per model
 
     def __post_init__(self):
         if self.row is None:
@@ -209,11 +304,26 @@ class Setup:
     def describe(self) -> str:
         "Markdown: the models per subject with their test accuracy."
         cell = lambda a: f"{a[0]:.2f}" if len(a) == 1 else f"{a.mean():.2f} ± {a.std(ddof=1) / np.sqrt(len(a)):.2f}"
-        rows = [f"| {s or '—'} | {len(sub.models)} | {', '.join(f'{r:.0%}' for r in sub.ratios)} | " + " | ".join(cell(self.accuracy(s, k)) for k in self.topk) + " |"
-                for s, sub in self.subjects.items()]
-        head = f"| {self.corner.split(',')[0]} | models | ratios | " + " | ".join(f"top-{k} test accuracy %" for k in self.topk) + " |"
-        return "\n".join([f"**{self.model_name}**; {len(self.test)} test examples, {self.num_classes} classes, seeds {self.seeds}", "",
-                          head, "|---|---:|---|" + "---:|" * len(self.topk)] + rows)
+        rows = [
+            f"| {s or '—'} | {len(sub.models)} | {', '.join(f'{r:.0%}' for r in sub.ratios)} | "
+            + " | ".join(cell(self.accuracy(s, k)) for k in self.topk)
+            + " |"
+            for s, sub in self.subjects.items()
+        ]
+        head = (
+            f"| {self.corner.split(',')[0]} | models | ratios | "
+            + " | ".join(f"top-{k} test accuracy %" for k in self.topk)
+            + " |"
+        )
+        return "\n".join(
+            [
+                f"**{self.model_name}**; {len(self.test)} test examples, {self.num_classes} classes, seeds {self.seeds}",
+                "",
+                head,
+                "|---|---:|---|" + "---:|" * len(self.topk),
+            ]
+            + rows
+        )
 
     def _repr_markdown_(self) -> str:
         return self.describe()
@@ -221,13 +331,17 @@ class Setup:
     def __repr__(self) -> str:
         return self.describe()
 
+
 @torch.no_grad()
 def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: int = 256) -> dict:
     "Per-test-example correctness {k: bool array} of `model` in the top-`k` predictions."
     model = model.to(device).eval()
     out = {k: [] for k in topk}
-    chunks = (zip(*(t.split(batch_size) for t in test.tensors)) if isinstance(test, TensorDataset)
-              else torch.utils.data.DataLoader(test, batch_size=batch_size, shuffle=False))
+    chunks = (
+        zip(*(t.split(batch_size) for t in test.tensors))
+        if isinstance(test, TensorDataset)
+        else torch.utils.data.DataLoader(test, batch_size=batch_size, shuffle=False)
+    )
     for x, y in chunks:
         o = model(x.to(device))
         y = y.to(device)
@@ -243,15 +357,21 @@ CIFAR_RECIPE = dict(epochs=200, lr=0.1, momentum=0.9, weight_decay=5e-4, batch_s
 SMALL_RECIPE = dict(lr=0.05, momentum=0.9, weight_decay=5e-4, batch_size=64, schedule="cosine")
 SMOKE_DIGITS = "digits-size32-ch3-norm-seed0"
 
-def _fit(model_fn, config: dict, train_data, data_key: str, recipe: dict, seed: int, device, train_batches: int | None = None) -> nn.Module:
+
+def _fit(
+    model_fn, config: dict, train_data, data_key: str, recipe: dict, seed: int, device, train_batches: int | None = None
+) -> nn.Module:
     "Train `model_fn(**config)` with `recipe` through the checkpoint cache, on the CPU in eval mode; with `train_batches` (the dry run) 1 epoch over that many batches, uncached."
     if train_batches is None:
-        return train_cached(model_fn, config, train_data, data_key, recipe, seed=seed, device=device, progress=False)[0].cpu().eval()
+        return (
+            train_cached(model_fn, config, train_data, data_key, recipe, seed=seed, device=device, progress=False)[0].cpu().eval()
+        )
     torch.manual_seed(seed)
     model = model_fn(**config)
     part = first(train_data, train_batches * recipe.get("batch_size", 64))
     train(model, part, seed=seed, device=device, progress=False, **dict(recipe, epochs=1))
     return model.cpu().eval()
+
 
 def _load_or_fit(path, model_fn, config, data, data_key, recipe, run: Run) -> tuple[list, str]:
     "The model in `path` (a state dict) if the file exists, else one trained model per seed of `run`; and where the weights came from."
@@ -259,13 +379,19 @@ def _load_or_fit(path, model_fn, config, data, data_key, recipe, run: Run) -> tu
         m = model_fn(**config)
         load_weights(m, path, expected=f"{model_fn.__name__}(**{config})")
         return [m.eval()], f"weights file {path.name}"
-    return [_fit(model_fn, config, data.train, data_key, recipe, s, run.dev, run.budget["train_batches"]) for s in run.seeds], "trained here"
+    return [
+        _fit(model_fn, config, data.train, data_key, recipe, s, run.dev, run.budget["train_batches"]) for s in run.seeds
+    ], "trained here"
+
 
 def _standin(run: Run):
     "The first `n_train`/`n_test` real Fashion-MNIST images at 32×32, one channel (the cpu stand-in data) and its key."
     n_train, n_test = run.budget["n_train"], run.budget["n_test"]
     data = fashion_mnist(run.data_root, size=32, channels=1)
-    return data._replace(train=first(data.train, n_train), test=first(data.test, n_test)), f"fashion_mnist-32px-1ch-train{n_train}"
+    return data._replace(
+        train=first(data.train, n_train), test=first(data.test, n_test)
+    ), f"fashion_mnist-32px-1ch-train{n_train}"
+
 
 def _paper_test(data, run: Run):
     "`data` with its test set cut to the run's `test_images` (the dry run)."
@@ -277,15 +403,20 @@ def paper_cfg_ratios(model: nn.Module, r: float = 0.5) -> dict:
     convs = [p.producer for p in find_pairs(model) if p.producer.startswith("features")]
     return {convs[0]: r, **{n: r for n in convs[7:]}}
 
+
 def last_conv(model: nn.Module) -> str:
     "The last conv whose pair ends in a Linear (VGG's last conv → first FC, through the flatten)."
-    return [p.producer for p in find_pairs(model) if isinstance(model.get_submodule(p.consumer), nn.Linear)
-            and isinstance(model.get_submodule(p.producer), nn.Conv2d)][-1]
+    return [
+        p.producer
+        for p in find_pairs(model)
+        if isinstance(model.get_submodule(p.consumer), nn.Linear) and isinstance(model.get_submodule(p.producer), nn.Conv2d)
+    ][-1]
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #b97575ee
 def _dn(data) -> str:
     "The display name of a data set (`DataSplits.name`)."
     return {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}.get(data.name, data.name)
+
 
 def _lenet(run: Run) -> Setup:
     "LeNet-300-100 on Fashion-MNIST (the paper's table): the authors' checkpoint, or our LeNets trained with the reference recipe, or smoke digits."
@@ -295,11 +426,16 @@ def _lenet(run: Run) -> Setup:
         data, data_key = fashion_mnist(run.data_root), "fashion_mnist"
         E = 200 if run.scale == "paper" else b["cpu_epochs"]
         recipe = dict(MAIN_PY_RECIPE, epochs=E, milestones=[99, 150] if run.scale == "paper" else [E // 2, (3 * E) // 4])
-        recipe_name = (f"reference main.py recipe: SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, {E} epochs, "
-                       f"lr ×0.1 at {recipe['milestones'][0] + 1} and ×0.01 at {recipe['milestones'][1] + 1}")
+        recipe_name = (
+            f"reference main.py recipe: SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, {E} epochs, "
+            f"lr ×0.1 at {recipe['milestones'][0] + 1} and ×0.01 at {recipe['milestones'][1] + 1}"
+        )
     else:
         data, data_key = digits(size=8, channels=1, normalize=False), "digits-size8-ch1-raw-seed0"
-        recipe, recipe_name = dict(epochs=60, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule=None), "Adam lr 1e-3, 60 epochs (smoke)"
+        recipe, recipe_name = (
+            dict(epochs=60, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule=None),
+            "Adam lr 1e-3, 60 epochs (smoke)",
+        )
     data = _paper_test(data, run)
     if path is not None and path.exists():
         model, ck_acc = load_authors_lenet(path)
@@ -310,15 +446,36 @@ def _lenet(run: Run) -> Setup:
         models = [_fit(lenet_300_100, config, data.train, data_key, recipe, s, run.dev, b["train_batches"]) for s in seeds]
         name = f"our LeNet-300-100s, {len(seeds)} seeds ({recipe_name}); not the paper's model"
     paper = {r: dict(v, **{f"{k} (official ranking)": v[k] for k in ("prune", "merge", "gain")}) for r, v in PAPER_LENET.items()}
-    return Setup(run, {"": Subject(models, [0.5, 0.6, 0.7, 0.8], kw=dict(criterion="l1"))}, data.test, data.num_classes, paper,
-                 f"LeNet-300-100 on {data.name}, l1, no fine-tuning: test accuracy % ({name})", name, seeds,
-                 gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
-                 gap_claim=True, extra_claims=_lenet_claims, paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
-                 evidence=(("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
-                           ("merge", "prune", "ranking w only, not the paper's [w, b]")),
-                 stand_in={"": f"LeNet-300-100{' (the authors’ checkpoint)' if ck_acc is not None else ''} on {_dn(data)}"},
-                 extra=dict(data=data_key, model=name, recipe=None if ck_acc is not None else recipe, criterion="l1", threshold=0.45,
-                            layer_order="original (reference code)", checkpoint_stored_accuracy=ck_acc, dry_run=run.dry_run))
+    return Setup(
+        run,
+        {"": Subject(models, [0.5, 0.6, 0.7, 0.8], kw=dict(criterion="l1"))},
+        data.test,
+        data.num_classes,
+        paper,
+        f"LeNet-300-100 on {data.name}, l1, no fine-tuning: test accuracy % ({name})",
+        name,
+        seeds,
+        gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
+        gap_claim=True,
+        extra_claims=_lenet_claims,
+        paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
+        evidence=(
+            ("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
+            ("merge", "prune", "ranking w only, not the paper's [w, b]"),
+        ),
+        stand_in={"": f"LeNet-300-100{' (the authors’ checkpoint)' if ck_acc is not None else ''} on {_dn(data)}"},
+        extra=dict(
+            data=data_key,
+            model=name,
+            recipe=None if ck_acc is not None else recipe,
+            criterion="l1",
+            threshold=0.45,
+            layer_order="original (reference code)",
+            checkpoint_stored_accuracy=ck_acc,
+            dry_run=run.dry_run,
+        ),
+    )
+
 
 def _vgg16(run: Run) -> Setup:
     "VGG-16-BN, the paper's CIFAR-10 configuration (conv1, conv8-13) with l1 / l2 / l2-GM; smaller ratios below paper scale."
@@ -337,13 +494,34 @@ def _vgg16(run: Run) -> Setup:
         models, source = [_fit(vgg16_bn_cifar, config, data.train, key, recipe, s, run.dev) for s in run.seeds], "trained here"
         name, ratios = f"VGG-16-BN/{config['width']} on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)", [0.1, 0.3, 0.5]
     subjects = {c: Subject(models, ratios, paper_cfg_ratios, dict(criterion=c)) for c in ("l1", "l2", "l2-GM")}
-    return Setup(run, subjects, data.test, data.num_classes, PAPER_VGG16, f"{name}: test accuracy %, no fine-tuning", name,
-                 run.seeds if source == "trained here" else [run.seed], params="params removed %",
-                 row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}", corner="criterion",
-                 claim_ratios=lambda s, rs: [r for r in rs if r == 0.5], extra_claims=_vgg16_claims, paper_ratios={"*": [0.5]},
-                 stand_in=dict.fromkeys(subjects, f"VGG-16-BN{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"),
-                 extra=dict(data=key, model=name, config=config, recipe=recipe if source == "trained here" else None, lam=0.85, threshold=0.1,
-                            ratios=ratios, dry_run=run.dry_run))
+    return Setup(
+        run,
+        subjects,
+        data.test,
+        data.num_classes,
+        PAPER_VGG16,
+        f"{name}: test accuracy %, no fine-tuning",
+        name,
+        run.seeds if source == "trained here" else [run.seed],
+        params="params removed %",
+        row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}",
+        corner="criterion",
+        claim_ratios=lambda s, rs: [r for r in rs if r == 0.5],
+        extra_claims=_vgg16_claims,
+        paper_ratios={"*": [0.5]},
+        stand_in=dict.fromkeys(subjects, f"VGG-16-BN{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"),
+        extra=dict(
+            data=key,
+            model=name,
+            config=config,
+            recipe=recipe if source == "trained here" else None,
+            lam=0.85,
+            threshold=0.1,
+            ratios=ratios,
+            dry_run=run.dry_run,
+        ),
+    )
+
 
 def _activations(run: Run) -> Setup:
     "VGG-16-BN per activation (rebuttal Table 1): the paper's configuration of layers; full width on CIFAR-10 at paper scale, stand-ins below."
@@ -351,9 +529,22 @@ def _activations(run: Run) -> Setup:
     if run.scale == "paper":
         data, key, width, in_ch, recipe, ratio = _paper_test(cifar10(run.data_root), run), "cifar10", 1, 3, CIFAR_RECIPE, 0.5
     elif run.scale == "cpu":
-        (data, key), width, in_ch, recipe, ratio = _standin(run), b["width_div"], 1, dict(SMALL_RECIPE, epochs=b["cpu_epochs"]), 0.1
+        (data, key), width, in_ch, recipe, ratio = (
+            _standin(run),
+            b["width_div"],
+            1,
+            dict(SMALL_RECIPE, epochs=b["cpu_epochs"]),
+            0.1,
+        )
     else:
-        data, key, width, in_ch, recipe, ratio = digits(size=32, channels=3), SMOKE_DIGITS, 16, 3, dict(SMALL_RECIPE, epochs=2), 0.1
+        data, key, width, in_ch, recipe, ratio = (
+            digits(size=32, channels=3),
+            SMOKE_DIGITS,
+            16,
+            3,
+            dict(SMALL_RECIPE, epochs=2),
+            0.1,
+        )
     subjects, sources = {}, set()
     for a, act in ACTIVATIONS.items():
         config = dict(num_classes=10, width=width, activation=act, **({"in_channels": in_ch} if in_ch != 3 else {}))
@@ -361,18 +552,40 @@ def _activations(run: Run) -> Setup:
         models, src = _load_or_fit(path, vgg16_bn_cifar, config, data, key, recipe, run)
         subjects[a] = Subject(models, [ratio], paper_cfg_ratios)
         sources.add(src)
-    name = (f"VGG-16-BN per activation on CIFAR-10 ({', '.join(sorted(sources))})" if run.scale == "paper"
-            else f"VGG-16-BN/{width} per activation on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)")
-    return Setup(run, subjects, data.test, data.num_classes, PAPER_ACTIVATIONS, f"{name}, conv1 + conv8-13 at {{ratio}}: test accuracy %", name,
-                 run.seeds, row=lambda a, r: a, corner="activation", partner_seed=lambda s, r: 1000 * s + 1, paper_ratios={"*": [0.5]},
-                 stand_in={a: f"VGG-16-BN{'' if width == 1 else f'/{width}'} {a} on {_dn(data)}" for a in subjects},
-                 extra=dict(data=key, model=name, width=width, ratio=ratio, recipe=recipe, dry_run=run.dry_run))
+    name = (
+        f"VGG-16-BN per activation on CIFAR-10 ({', '.join(sorted(sources))})"
+        if run.scale == "paper"
+        else f"VGG-16-BN/{width} per activation on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)"
+    )
+    return Setup(
+        run,
+        subjects,
+        data.test,
+        data.num_classes,
+        PAPER_ACTIVATIONS,
+        f"{name}, conv1 + conv8-13 at {{ratio}}: test accuracy %",
+        name,
+        run.seeds,
+        row=lambda a, r: a,
+        corner="activation",
+        partner_seed=lambda s, r: 1000 * s + 1,
+        paper_ratios={"*": [0.5]},
+        stand_in={a: f"VGG-16-BN{'' if width == 1 else f'/{width}'} {a} on {_dn(data)}" for a in subjects},
+        extra=dict(data=key, model=name, width=width, ratio=ratio, recipe=recipe, dry_run=run.dry_run),
+    )
+
 
 def _mobilenet(run: Run) -> Setup:
     "MobileNetV1 with every layer at the same ratio (rebuttal Table 2): 40/50/60% at paper scale, 10/20/30% below."
     b = run.budget
     if run.scale == "paper":
-        data, key, config, recipe, ratios = _paper_test(cifar10(run.data_root), run), "cifar10", dict(num_classes=10, width=1), CIFAR_RECIPE, [0.4, 0.5, 0.6]
+        data, key, config, recipe, ratios = (
+            _paper_test(cifar10(run.data_root), run),
+            "cifar10",
+            dict(num_classes=10, width=1),
+            CIFAR_RECIPE,
+            [0.4, 0.5, 0.6],
+        )
         models, source = _load_or_fit(_weights(run, "mobilenet"), mobilenet_v1, config, data, key, recipe, run)
         name = f"MobileNetV1 on CIFAR-10 ({source})"
     else:
@@ -383,11 +596,29 @@ def _mobilenet(run: Run) -> Setup:
         recipe, ratios = dict(SMALL_RECIPE, epochs=b["cpu_epochs"] if run.scale == "cpu" else 3), [0.1, 0.2, 0.3]
         models, source = [_fit(mobilenet_v1, config, data.train, key, recipe, s, run.dev) for s in run.seeds], "trained here"
         name = f"MobileNetV1/{config['width']} on {data.name} 32×32 (stand-in for MobileNetV1 on CIFAR-10)"
-    return Setup(run, {"": Subject(models, ratios)}, data.test, data.num_classes, PAPER_MOBILENET,
-                 f"{name}, every layer pruned: test accuracy %, no fine-tuning", name, run.seeds if source == "trained here" else [run.seed],
-                 params="params (M)", gap_claim=True, paper_ratios={"*": [0.4, 0.5, 0.6]},
-                 stand_in={"": f"MobileNetV1{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"},
-                 extra=dict(data=key, model=name, config=config, recipe=recipe if source == "trained here" else None, ratios=ratios, dry_run=run.dry_run))
+    return Setup(
+        run,
+        {"": Subject(models, ratios)},
+        data.test,
+        data.num_classes,
+        PAPER_MOBILENET,
+        f"{name}, every layer pruned: test accuracy %, no fine-tuning",
+        name,
+        run.seeds if source == "trained here" else [run.seed],
+        params="params (M)",
+        gap_claim=True,
+        paper_ratios={"*": [0.4, 0.5, 0.6]},
+        stand_in={"": f"MobileNetV1{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"},
+        extra=dict(
+            data=key,
+            model=name,
+            config=config,
+            recipe=recipe if source == "trained here" else None,
+            ratios=ratios,
+            dry_run=run.dry_run,
+        ),
+    )
+
 
 def _imagenet(run: Run) -> Setup:
     "VGG-16 (last conv pruned) and ResNet (inner block convs pruned), top-1/top-5 (rebuttal Table 3): torchvision ImageNet models at paper scale, CIFAR-size stand-ins below."
@@ -414,20 +645,44 @@ def _imagenet(run: Run) -> Setup:
         ress = [_fit(cifar_resnet, res_cfg, data.train, key, res_recipe, s, run.dev) for s in seeds]
         test, num_classes = data.test, data.num_classes
         name = f"VGG-16-BN/{vgg_cfg['width']} and ResNet-20/{res_cfg['width']} on {data.name} 32×32 (stand-ins for ImageNet VGG-16 and ResNet-34)"
-        stand_in = {"VGG": f"VGG-16-BN/{vgg_cfg['width']} on {_dn(data)}", "ResNet": f"ResNet-20/{res_cfg['width']} on {_dn(data)}"}
+        stand_in = {
+            "VGG": f"VGG-16-BN/{vgg_cfg['width']} on {_dn(data)}",
+            "ResNet": f"ResNet-20/{res_cfg['width']} on {_dn(data)}",
+        }
     lc = last_conv(vggs[0])
     subjects = {"VGG": Subject(vggs, [0.5, 0.6, 0.7], functools.partial(_only, lc)), "ResNet": Subject(ress, [0.1, 0.2, 0.3])}
-    return Setup(run, subjects, test, num_classes, PAPER_IMAGENET, f"{name}: top-1 / top-5 accuracy %, no fine-tuning", name, seeds,
-                 topk=(1, 5), params="params (M)", pool_controls=False, extra_claims=_top5_claims, corner="model, ratio",
-                 paper_ratios={"VGG": [0.5, 0.6, 0.7], "ResNet": [0.1, 0.2, 0.3]}, stand_in=stand_in,
-                 extra=dict(model=name, vgg_last_conv=lc, dry_run=run.dry_run))
+    return Setup(
+        run,
+        subjects,
+        test,
+        num_classes,
+        PAPER_IMAGENET,
+        f"{name}: top-1 / top-5 accuracy %, no fine-tuning",
+        name,
+        seeds,
+        topk=(1, 5),
+        params="params (M)",
+        pool_controls=False,
+        extra_claims=_top5_claims,
+        corner="model, ratio",
+        paper_ratios={"VGG": [0.5, 0.6, 0.7], "ResNet": [0.1, 0.2, 0.3]},
+        stand_in=stand_in,
+        extra=dict(model=name, vgg_last_conv=lc, dry_run=run.dry_run),
+    )
+
 
 def _only(layer: str, model: nn.Module, r: float) -> dict:
     "`merge`'s ratio argument pruning only `layer`."
     return {layer: r}
 
-_SETUPS = {"merging_lenet": _lenet, "merging_vgg16_cifar": _vgg16, "merging_table1_activations": _activations,
-           "merging_table2_mobilenet": _mobilenet, "merging_table3_imagenet": _imagenet}
+
+_SETUPS = {
+    "merging_lenet": _lenet,
+    "merging_vgg16_cifar": _vgg16,
+    "merging_table1_activations": _activations,
+    "merging_table2_mobilenet": _mobilenet,
+    "merging_table3_imagenet": _imagenet,
+}
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #4169737d
 def setup(run: Run) -> Setup:
@@ -444,14 +699,21 @@ def setup(run: Run) -> Setup:
     return S
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #d2200600
-VARIANTS = {"prune": (prune, {}), "merge": (merge, {}), "merge t=none": (merge, dict(threshold=None)),
-            "random partner t=none": (merge, dict(threshold=None, partner="random")),
-            "prune (official ranking)": (prune, dict(compat="official")), "merge (official ranking)": (merge, dict(compat="official")),
-            "merge (official BN formula)": (merge, dict(compat="official"))}
+VARIANTS = {
+    "prune": (prune, {}),
+    "merge": (merge, {}),
+    "merge t=none": (merge, dict(threshold=None)),
+    "random partner t=none": (merge, dict(threshold=None, partner="random")),
+    "prune (official ranking)": (prune, dict(compat="official")),
+    "merge (official ranking)": (merge, dict(compat="official")),
+    "merge (official BN formula)": (merge, dict(compat="official")),
+}
+
 
 @dataclass
 class Measurements:
     "What `prune_and_merge` measured: correctness per (subject, variant, ratio, model index), parameter counts and merge reports."
+
     setup: Setup
     variants: dict
     ratios: dict
@@ -490,10 +752,21 @@ class Measurements:
 
     def merged_share(self, subject: str, variant: str, r: float) -> list:
         "Share of the pruned neurons that found a partner above the threshold, per layer (mean over models)."
-        return np.round(np.mean([[l["merged"] / max(1, l["neurons"] - l["kept"]) for l in self.layers[(subject, variant, r, i)]]
-                                 for i in range(self.n(subject))], 0), 2).tolist()
+        return np.round(
+            np.mean(
+                [
+                    [l["merged"] / max(1, l["neurons"] - l["kept"]) for l in self.layers[(subject, variant, r, i)]]
+                    for i in range(self.n(subject))
+                ],
+                0,
+            ),
+            2,
+        ).tolist()
 
-def prune_and_merge(setup: Setup, variants=("prune", "merge", "merge t=none", "random partner t=none"), ratios=None) -> Measurements:
+
+def prune_and_merge(
+    setup: Setup, variants=("prune", "merge", "merge t=none", "random partner t=none"), ratios=None
+) -> Measurements:
     "Prune and merge every model of every subject of `setup` at each of `ratios` with each of `variants`; score each on the test set."
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
@@ -513,7 +786,7 @@ def prune_and_merge(setup: Setup, variants=("prune", "merge", "merge t=none", "r
                 ratio = r if sub.spec is None else sub.spec(model, r)
                 for v, (fn, kw) in M.variants.items():
                     if kw.get("partner") == "random":
-                        kw = dict(kw, seed=setup.partner_seed(setup.seeds[i], r))   # a fresh draw per model and ratio
+                        kw = dict(kw, seed=setup.partner_seed(setup.seeds[i], r))  # a fresh draw per model and ratio
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         small, rep = fn(model, ratio, **sub.kw, **kw)
@@ -527,12 +800,15 @@ def prune_and_merge(setup: Setup, variants=("prune", "merge", "merge t=none", "r
 @dataclass
 class MergingResult(Result):
     "A merging notebook's `Result`, holding the measurements its diagnoses and figure read (not saved) and where each claim was measured."
+
     measurements: Measurements | None = None
-    where: dict = field(default_factory=dict)    # claim key -> (subjects, ratios) it pools over
+    where: dict = field(default_factory=dict)  # claim key -> (subjects, ratios) it pools over
+
 
 def _key(*parts) -> str:
     "A claim key from its non-empty parts ('merge-over-prune', 'LeakyReLU', 0.5 → 'merge-over-prune/leakyrelu/r50')."
     return "/".join(p if isinstance(p, str) else f"r{round(100 * p)}" for p in parts if p != "").lower().replace(" ", "-")
+
 
 def _table(M: Measurements) -> dict:
     "{row: {column: value}} in the paper's shape: baseline, prune, merge, gain, the parameters, then the other variants."
@@ -564,48 +840,81 @@ def _table(M: Measurements) -> dict:
             out[S.row(subj, r)] = row
     return out
 
+
 def _flat(table: dict) -> dict:
     "A paper-shaped table flattened to `save_results`'s {'column | row': value}."
     return {f"{c} | {r}": v for r, cells in table.items() for c, v in cells.items()}
+
 
 def _record(M: Measurements) -> dict:
     "What the results JSON keeps beside the table: the setup's settings, seeds, per-model accuracies, merged shares, warnings."
     S = M.setup
     rows = [(s, r) for s in S.subjects for r in M.ratios[s]]
     first_ratios = M.ratios[next(iter(S.subjects))]
-    extra = dict(S.extra, **({"ratios": first_ratios} if "ratios" in S.extra else {}), **({"ratio": first_ratios[0]} if "ratio" in S.extra else {}))
-    return dict(extra, seeds=S.seeds, per_model={f"{v} | {S.row(s, r)}": M.acc(s, v, r).tolist() for s, r in rows for v in M.variants},
-                baseline_per_model={s: M.acc(s, "baseline").tolist() for s in S.subjects},
-                merged_share={f"{v} | {S.row(s, r)}": M.merged_share(s, v, r) for s, r in rows for v in M.variants if "merge" in v},
-                threshold_warnings=M.warnings, params={S.row(s, r): dict(before=b, after=a) for (s, r), (b, a) in M.params.items()})
+    extra = dict(
+        S.extra,
+        **({"ratios": first_ratios} if "ratios" in S.extra else {}),
+        **({"ratio": first_ratios[0]} if "ratio" in S.extra else {}),
+    )
+    return dict(
+        extra,
+        seeds=S.seeds,
+        per_model={f"{v} | {S.row(s, r)}": M.acc(s, v, r).tolist() for s, r in rows for v in M.variants},
+        baseline_per_model={s: M.acc(s, "baseline").tolist() for s in S.subjects},
+        merged_share={f"{v} | {S.row(s, r)}": M.merged_share(s, v, r) for s, r in rows for v in M.variants if "merge" in v},
+        threshold_warnings=M.warnings,
+        params={S.row(s, r): dict(before=b, after=a) for (s, r), (b, a) in M.params.items()},
+    )
+
 
 def evaluate(measurements: Measurements) -> MergingResult:
     "The `Result` of the measurements: the paper-shaped table, the stand-ins' test accuracy, the claims (each with its `paper_claim` and `role`) and their diagnoses (`RULES`)."
     from attribkit.results import paper_table
+
     M, S = measurements, measurements.setup
     table = _table(M)
     title = S.title.replace("{ratio}", f"{M.ratios[next(iter(S.subjects))][0]:.0%}")
-    res = MergingResult(S.run, tables=[paper_table(table, S.paper, title=title, decimals=2, corner=S.corner)], measured=_flat(table),
-                        paper=_flat(S.paper), extra=_record(M), measurements=M)
-    res.stand_ins = {name: float(np.mean(S.accuracy(s))) / 100 for s, name in (S.stand_in or dict.fromkeys(S.subjects, S.model_name)).items()}
+    res = MergingResult(
+        S.run,
+        tables=[paper_table(table, S.paper, title=title, decimals=2, corner=S.corner)],
+        measured=_flat(table),
+        paper=_flat(S.paper),
+        extra=_record(M),
+        measurements=M,
+    )
+    res.stand_ins = {
+        name: float(np.mean(S.accuracy(s))) / 100 for s, name in (S.stand_in or dict.fromkeys(S.subjects, S.model_name)).items()
+    }
     res.claims = _claims(M, res.where)
     diagnose(res, RULES)
     return res
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #05bfc46f
-def _compare(M: Measurements, key: str, text: str, eff: np.ndarray, base: np.ndarray, a: np.ndarray, b: np.ndarray, detail: str = "",
-             role: str = "evidence") -> dict:
+def _compare(
+    M: Measurements,
+    key: str,
+    text: str,
+    eff: np.ndarray,
+    base: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    detail: str = "",
+    role: str = "evidence",
+) -> dict:
     "Claim `eff` > 0 for the notebook's registry claim (`Setup.paper_claim`) in `role`, unless the unpruned models, or both variants (the better of the two), are at chance."
     K, pc = M.setup.num_classes, M.setup.paper_claim
-    why = (C.chance_reason(np.mean(base) / 100, K, "unpruned model(s)")
-           or C.chance_reason(max(np.mean(a), np.mean(b)) / 100, K, f"both variants ({np.mean(b):.1f}% vs {np.mean(a):.1f}%)"))
+    why = C.chance_reason(np.mean(base) / 100, K, "unpruned model(s)") or C.chance_reason(
+        max(np.mean(a), np.mean(b)) / 100, K, f"both variants ({np.mean(b):.1f}% vs {np.mean(a):.1f}%)"
+    )
     if why:
         return C.not_evaluable(key, text, why, len(eff), M.units, paper_claim=pc, role=role)
     return C.claim(key, text, eff, units=M.units, detail=detail, paper_claim=pc, role=role)
 
+
 def _pair(M: Measurements) -> tuple:
     "The (merged, pruned, how) variants of the evidence: the first of `Setup.evidence` measured (the paper's variant first)."
     return next(((a, b, how) for a, b, how in M.setup.evidence if M.has(a, b)), (None, None, ""))
+
 
 def _paper_note(S: Setup, subj: str, r: float, how: str = "") -> str:
     "' (paper: +x points)' at a ratio of the paper's table; at another ratio, that it is not the paper's configuration and which that is."
@@ -616,15 +925,21 @@ def _paper_note(S: Setup, subj: str, r: float, how: str = "") -> str:
         parts = [f"paper: {gain:+.2f} points"] if gain is not None else []
     else:
         ratios = "/".join(f"{x:.0%}" for x in pr)
-        parts = [f"not the paper's configuration: it prunes {ratios}" + (f" and reports {gain:+.2f} points there" if gain is not None else "")]
+        parts = [
+            f"not the paper's configuration: it prunes {ratios}"
+            + (f" and reports {gain:+.2f} points there" if gain is not None else "")
+        ]
     return f" ({'; '.join(parts + ([how] if how else []))})" if parts or how else ""
+
 
 def _claims(M: Measurements, where: dict) -> list:
     "The paper's claims on these measurements (merge > prune per ratio, the gap's growth, the two controls, the notebook's own), noting in `where` what each pools over."
     S, out = M.setup, []
+
     def add(c, subjects, ratios):
         out.append(c)
         where[c["key"]] = (subjects, ratios)
+
     mv, pv, how = _pair(M)
     for subj in S.subjects:
         base, who, rs = M.acc(subj, "baseline"), f"{subj}: " if subj else "", M.ratios[subj]
@@ -632,13 +947,38 @@ def _claims(M: Measurements, where: dict) -> list:
             continue
         for r in S.claim_ratios(subj, rs):
             a, b = M.acc(subj, mv, r), M.acc(subj, pv, r)
-            add(_compare(M, _key("merge-over-prune", subj, r), f"{who}merge keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how),
-                         M.diff(subj, mv, pv, r), base, a, b, f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}"), [subj], [r])
+            add(
+                _compare(
+                    M,
+                    _key("merge-over-prune", subj, r),
+                    f"{who}merge keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how),
+                    M.diff(subj, mv, pv, r),
+                    base,
+                    a,
+                    b,
+                    f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}",
+                ),
+                [subj],
+                [r],
+            )
         if S.gap_claim and len(rs) > 1:
             r0, r1 = rs[0], rs[-1]
             p = [S.paper.get(S.row(subj, r), {}).get("gain") for r in (r0, r1)]
-            add(_compare(M, _key("gap-grows", subj, r0, r1), f"{who}diagnostic: the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}" + (f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""),
-                         M.diff(subj, mv, pv, r1) - M.diff(subj, mv, pv, r0), base, M.acc(subj, mv, r1), M.acc(subj, pv, r1), role="diagnostic"), [subj], rs)
+            add(
+                _compare(
+                    M,
+                    _key("gap-grows", subj, r0, r1),
+                    f"{who}diagnostic: the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}"
+                    + (f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""),
+                    M.diff(subj, mv, pv, r1) - M.diff(subj, mv, pv, r0),
+                    base,
+                    M.acc(subj, mv, r1),
+                    M.acc(subj, pv, r1),
+                    role="diagnostic",
+                ),
+                [subj],
+                rs,
+            )
     for grp in [list(S.subjects)] if S.pool_controls else [[s] for s in S.subjects]:
         pool = lambda a, b: np.mean([np.mean([M.diff(s, a, b, r) for r in M.ratios[s]], 0) for s in grp], 0)
         accs = lambda v: np.mean([M.acc(s, v, r) for s in grp for r in M.ratios[s]], 0)
@@ -646,20 +986,48 @@ def _claims(M: Measurements, where: dict) -> list:
         one = grp[0] if len(grp) == 1 else ""
         over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
         if M.has("merge t=none", "random partner t=none"):
-            add(_compare(M, _key("control/random-partner", one), f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}; "
-                         "if it does not, merge − prune measures re-scaling, not compensation",
-                         pool("merge t=none", "random partner t=none"), base, accs("merge t=none"), accs("random partner t=none"),
-                         f"MostSim {np.mean(accs('merge t=none')):.2f} vs random {np.mean(accs('random partner t=none')):.2f}", role="control"), grp, None)
+            add(
+                _compare(
+                    M,
+                    _key("control/random-partner", one),
+                    f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}; "
+                    "if it does not, merge − prune measures re-scaling, not compensation",
+                    pool("merge t=none", "random partner t=none"),
+                    base,
+                    accs("merge t=none"),
+                    accs("random partner t=none"),
+                    f"MostSim {np.mean(accs('merge t=none')):.2f} vs random {np.mean(accs('random partner t=none')):.2f}",
+                    role="control",
+                ),
+                grp,
+                None,
+            )
         if M.has("merge t=none", "prune"):
-            add(_compare(M, _key("merge-all-over-prune", one), f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({over}",
-                         pool("merge t=none", "prune"), base, accs("merge t=none"), accs("prune"), role="diagnostic"), grp, None)
+            add(
+                _compare(
+                    M,
+                    _key("merge-all-over-prune", one),
+                    f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({over}",
+                    pool("merge t=none", "prune"),
+                    base,
+                    accs("merge t=none"),
+                    accs("prune"),
+                    role="diagnostic",
+                ),
+                grp,
+                None,
+            )
     if S.extra_claims is not None:
         for c, subjects, ratios in S.extra_claims(M):
             add(c, subjects, ratios)
     return out
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #38a237e4
-_RANKINGS = {"official-ranking": ("official ranking, compat='official'", " (official ranking)"), "default-ranking": ("the library's default ranking", "")}
+_RANKINGS = {
+    "official-ranking": ("official ranking, compat='official'", " (official ranking)"),
+    "default-ranking": ("the library's default ranking", ""),
+}
+
 
 def _deviations(M: Measurements, sfx: str) -> dict:
     "Our value − the paper's, per LeNet table entry (baseline and prune/merge at each ratio of the paper's table)."
@@ -669,6 +1037,7 @@ def _deviations(M: Measurements, sfx: str) -> dict:
             if f"{r:.0%}" in PAPER_LENET:
                 dv[f"{v} {r:.0%}"] = float(M.acc("", v + sfx, r)[0]) - PAPER_LENET[f"{r:.0%}"][v]
     return dv
+
 
 def _lenet_claims(M: Measurements) -> list:
     S = M.setup
@@ -680,11 +1049,20 @@ def _lenet_claims(M: Measurements) -> list:
             continue
         dv = _deviations(M, sfx)
         worst = max(dv, key=lambda k: abs(dv[k]))
-        c = C.claim(_key("checkpoint", tag), f"diagnostic: the authors' checkpoint reproduces each of the paper's nine numbers within 0.5 points ({mode})",
-                    effect=0.5 - abs(dv[worst]), se=0.0, n=len(dv), units="table entries", detail=f"effect = 0.5 − max |Δ|; largest deviation {worst}: {dv[worst]:+.2f}",
-                    paper_claim=S.paper_claim, role="diagnostic")
+        c = C.claim(
+            _key("checkpoint", tag),
+            f"diagnostic: the authors' checkpoint reproduces each of the paper's nine numbers within 0.5 points ({mode})",
+            effect=0.5 - abs(dv[worst]),
+            se=0.0,
+            n=len(dv),
+            units="table entries",
+            detail=f"effect = 0.5 − max |Δ|; largest deviation {worst}: {dv[worst]:+.2f}",
+            paper_claim=S.paper_claim,
+            role="diagnostic",
+        )
         out.append((c, [""], M.ratios[""]))
     return out
+
 
 def _vgg16_claims(M: Measurements) -> list:
     S, out, subs = M.setup, [], list(M.setup.subjects)
@@ -694,18 +1072,61 @@ def _vgg16_claims(M: Measurements) -> list:
     base = M.acc("l1", "baseline")
     if len(rs) > 1 and M.has("merge", "prune"):
         swept = "/".join(f"{r:.0%}" for r in rs)
-        out.append((_compare(M, "mean-merge-over-prune", f"Merge keeps higher accuracy than prune, averaged over the three criteria and {swept} of conv1 and "
-                             "conv8-13 (not the paper's configuration alone: it prunes 50%)",
-                             pool("merge", "prune", rs), base, accs("merge", rs), accs("prune", rs)), subs, rs))
+        out.append(
+            (
+                _compare(
+                    M,
+                    "mean-merge-over-prune",
+                    f"Merge keeps higher accuracy than prune, averaged over the three criteria and {swept} of conv1 and "
+                    "conv8-13 (not the paper's configuration alone: it prunes 50%)",
+                    pool("merge", "prune", rs),
+                    base,
+                    accs("merge", rs),
+                    accs("prune", rs),
+                ),
+                subs,
+                rs,
+            )
+        )
     if 0.5 in rs and M.has("merge"):
         eff = np.mean([M.diff(c, "merge", "baseline", 0.5) for c in subs], 0) + 1.0
-        out.append((_compare(M, "merge-near-unpruned/r50", "diagnostic (the stand-in's redundancy): at the paper's configuration merge stays within 1 point of the unpruned model "
-                             "(paper: 93.16 vs 93.70; mean over criteria)",
-                             eff, base, accs("merge", [0.5]), base, f"merge {np.mean(accs('merge', [0.5])):.2f} vs unpruned {np.mean(base):.2f}", role="diagnostic"), subs, [0.5]))
+        out.append(
+            (
+                _compare(
+                    M,
+                    "merge-near-unpruned/r50",
+                    "diagnostic (the stand-in's redundancy): at the paper's configuration merge stays within 1 point of the unpruned model "
+                    "(paper: 93.16 vs 93.70; mean over criteria)",
+                    eff,
+                    base,
+                    accs("merge", [0.5]),
+                    base,
+                    f"merge {np.mean(accs('merge', [0.5])):.2f} vs unpruned {np.mean(base):.2f}",
+                    role="diagnostic",
+                ),
+                subs,
+                [0.5],
+            )
+        )
     if M.has("merge (official BN formula)", "prune"):
-        out.append((_compare(M, "official-bn-over-prune", "diagnostic: the reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)",
-                             pool("merge (official BN formula)", "prune", rs), base, accs("merge (official BN formula)", rs), accs("prune", rs), role="diagnostic"), subs, rs))
+        out.append(
+            (
+                _compare(
+                    M,
+                    "official-bn-over-prune",
+                    "diagnostic: the reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)",
+                    pool("merge (official BN formula)", "prune", rs),
+                    base,
+                    accs("merge (official BN formula)", rs),
+                    accs("prune", rs),
+                    role="diagnostic",
+                ),
+                subs,
+                rs,
+            )
+        )
     return out
+
 
 def _top5_claims(M: Measurements) -> list:
     out = []
@@ -715,9 +1136,28 @@ def _top5_claims(M: Measurements) -> list:
         rs = M.ratios[subj]
         eff = np.mean([M.diff(subj, "merge", "prune", r, k=5) for r in rs], 0)
         a5 = lambda v: np.mean([M.acc(subj, v, r, 5) for r in rs], 0)
-        out.append((_compare(M, _key("top5", subj), f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)}; paper: "
-                             + ", ".join(f"{M.setup.paper[M.setup.row(subj, r)]['gain top-5']:+.2f}" if M.setup.row(subj, r) in M.setup.paper else "—" for r in rs) + " points)",
-                             eff, M.acc(subj, "baseline", None, 5), a5("merge"), a5("prune")), [subj], rs))
+        out.append(
+            (
+                _compare(
+                    M,
+                    _key("top5", subj),
+                    f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)}; paper: "
+                    + ", ".join(
+                        f"{M.setup.paper[M.setup.row(subj, r)]['gain top-5']:+.2f}"
+                        if M.setup.row(subj, r) in M.setup.paper
+                        else "—"
+                        for r in rs
+                    )
+                    + " points)",
+                    eff,
+                    M.acc(subj, "baseline", None, 5),
+                    a5("merge"),
+                    a5("prune"),
+                ),
+                [subj],
+                rs,
+            )
+        )
     return out
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #09e202dd
@@ -726,6 +1166,7 @@ def _mean(M: Measurements, subjects, ratios, v: str, k: int = 1) -> float:
     if v != "baseline" and not M.has(v):
         return float("nan")
     return float(np.mean([M.acc(s, v, r, k) for s in subjects for r in (M.ratios[s] if ratios is None else ratios)]))
+
 
 def _why_ratio(res: MergingResult, c: dict) -> str:
     "merge-over-prune/…: the merged share, the two baselines against prune, and pruning's cost."
@@ -738,64 +1179,96 @@ def _why_ratio(res: MergingResult, c: dict) -> str:
             parts.append(f"{what} {np.mean(M.diff(subj, v, 'prune', r)):+.2f} points over prune")
     return "; ".join(parts) + f"; pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, pv, r)):.2f} points"
 
+
 def _why_gap(res: MergingResult, c: dict) -> str:
     M, ((subj,), rs) = res.measurements, res.where[c["key"]]
     mv, pv, _ = _pair(M)
     return "gaps per ratio: " + ", ".join(f"{r:.0%} {np.mean(M.diff(subj, mv, pv, r)):+.2f}" for r in rs)
 
+
 def _why_random(res: MergingResult, c: dict) -> str:
     M, (grp, _) = res.measurements, res.where[c["key"]]
-    over = np.mean([np.mean([M.diff(s, "random partner t=none", "prune", r) for r in M.ratios[s]], 0) for s in grp], 0) if M.has("prune") else np.nan
+    over = (
+        np.mean([np.mean([M.diff(s, "random partner t=none", "prune", r) for r in M.ratios[s]], 0) for s in grp], 0)
+        if M.has("prune")
+        else np.nan
+    )
     return f"the random partner is {np.mean(over):+.2f} points over prune: a wrong partner adds the pruned neuron's output where it does not belong"
+
 
 def _why_all(res: MergingResult, c: dict) -> str:
     M, (grp, _) = res.measurements, res.where[c["key"]]
-    return (f"merge t=none {_mean(M, grp, None, 'merge t=none'):.2f} vs prune {_mean(M, grp, None, 'prune'):.2f}; "
-            f"with the threshold: merge {_mean(M, grp, None, 'merge'):.2f}")
+    return (
+        f"merge t=none {_mean(M, grp, None, 'merge t=none'):.2f} vs prune {_mean(M, grp, None, 'prune'):.2f}; "
+        f"with the threshold: merge {_mean(M, grp, None, 'merge'):.2f}"
+    )
+
 
 def _why_checkpoint(res: MergingResult, c: dict) -> str:
     dv = _deviations(res.measurements, _RANKINGS[c["key"].split("/")[-1]][1])
-    return ("deviations " + ", ".join(f"{k}: {d:+.2f}" for k, d in dv.items()) + "; the reference code ranks the augmented rows [w, b] "
-            "(compat='official'), the default ranks the weight rows only")
+    return (
+        "deviations "
+        + ", ".join(f"{k}: {d:+.2f}" for k, d in dv.items())
+        + "; the reference code ranks the augmented rows [w, b] "
+        "(compat='official'), the default ranks the weight rows only"
+    )
+
 
 def _why_mean(res: MergingResult, c: dict) -> str:
     M, (subs, rs) = res.measurements, res.where[c["key"]]
     return "; ".join(f"{r:.0%}: {np.mean([M.diff(s, 'merge', 'prune', r) for s in subs]):+.2f}" for r in rs)
 
+
 def _why_unpruned(res: MergingResult, c: dict) -> str:
     M, (subs, rs) = res.measurements, res.where[c["key"]]
     return f"prune keeps {_mean(M, subs, rs, 'prune'):.2f}, merge t=none {_mean(M, subs, rs, 'merge t=none'):.2f}"
 
+
 def _why_official(res: MergingResult, c: dict) -> str:
     M, (subs, rs) = res.measurements, res.where[c["key"]]
-    return (f"exact algebra {_mean(M, subs, rs, 'merge'):.2f}, official {_mean(M, subs, rs, 'merge (official BN formula)'):.2f}; "
-            "the official scale differs from the exact one by the (γ/σ) ratio squared")
+    return (
+        f"exact algebra {_mean(M, subs, rs, 'merge'):.2f}, official {_mean(M, subs, rs, 'merge (official BN formula)'):.2f}; "
+        "the official scale differs from the exact one by the (γ/σ) ratio squared"
+    )
+
 
 def _why_top5(res: MergingResult, c: dict) -> str:
     M, (subs, rs) = res.measurements, res.where[c["key"]]
     return ", ".join(f"{v} {_mean(M, subs, rs, v, 5):.2f}" for v in ("merge t=none", "random partner t=none", "prune"))
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #32c28d8a
-RULES = {"merge-over-prune": _why_ratio, "gap-grows": _why_gap, "control/random-partner": _why_random, "merge-all-over-prune": _why_all,
-         "checkpoint": _why_checkpoint, "mean-merge-over-prune": _why_mean, "merge-near-unpruned": _why_unpruned,
-         "official-bn-over-prune": _why_official, "top5": _why_top5}
+RULES = {
+    "merge-over-prune": _why_ratio,
+    "gap-grows": _why_gap,
+    "control/random-partner": _why_random,
+    "merge-all-over-prune": _why_all,
+    "checkpoint": _why_checkpoint,
+    "mean-merge-over-prune": _why_mean,
+    "merge-near-unpruned": _why_unpruned,
+    "official-bn-over-prune": _why_official,
+    "top5": _why_top5,
+}
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #6858c911
 _STYLE = {"prune": "o-", "merge": "s-", "merge t=none": "^--", "random partner t=none": "v:"}
+
 
 def figure(result: MergingResult):
     "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values overlaid; the y-range fitted to the curves, the legend below."
     import textwrap
     import matplotlib.pyplot as plt
+
     M = result.measurements
     S = M.setup
     subs = list(S.subjects)
     se = lambda x: x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
     unit = "one model" if S.single else f"mean ± se over {len(S.seeds)} seeds"
     if any(len(M.ratios[s]) > 1 for s in subs):
-        fig, axes = plt.subplots(1, len(subs), figsize=(max(7, 4.2 * len(subs) + 0.5), 4.6), sharey=True, squeeze=False, layout="constrained")
+        fig, axes = plt.subplots(
+            1, len(subs), figsize=(max(7, 4.2 * len(subs) + 0.5), 4.6), sharey=True, squeeze=False, layout="constrained"
+        )
         axes = axes[0]
-        shown = []   # every value drawn (ours ± se, the paper's, unpruned) — the y-range fits these, not chance
+        shown = []  # every value drawn (ours ± se, the paper's, unpruned) — the y-range fits these, not chance
         for ax, subj in zip(axes, subs):
             rs = M.ratios[subj]
             x = [100 * r for r in rs]
@@ -806,7 +1279,15 @@ def figure(result: MergingResult):
             for v, mk in (("prune", "o"), ("merge", "s")):
                 pv = [S.paper.get(S.row(subj, r), {}).get(v) for r in rs]
                 if any(p is not None for p in pv):
-                    ax.plot(x, [np.nan if p is None else p for p in pv], mk, ms=11, mfc="none", color="gray" if v == "prune" else "k", label=f"{v} (paper)")
+                    ax.plot(
+                        x,
+                        [np.nan if p is None else p for p in pv],
+                        mk,
+                        ms=11,
+                        mfc="none",
+                        color="gray" if v == "prune" else "k",
+                        label=f"{v} (paper)",
+                    )
                     shown += [p for p in pv if p is not None]
             base = M.acc(subj, "baseline").mean()
             shown.append(base)
@@ -816,22 +1297,40 @@ def figure(result: MergingResult):
             ax.set_title(subj, fontsize=9)
         lo, hi = np.nanmin(shown), np.nanmax(shown)
         pad = max(2.0, 0.06 * (hi - lo))
-        lo, hi = (min(lo, S.chance) if S.chance >= lo - 3 * pad else lo) - pad, hi + pad   # chance only where it is near the data
+        lo, hi = (min(lo, S.chance) if S.chance >= lo - 3 * pad else lo) - pad, hi + pad  # chance only where it is near the data
         inside = lo <= S.chance <= hi
         for ax in axes:
-            ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)")
+            ax.axhline(
+                S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)"
+            )
         axes[0].set_ylim(lo, hi)
     else:
         fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4.6), layout="constrained")
         axes = [ax]
         x, w = np.arange(len(subs)), 0.8 / len(M.variants)
         for i, v in enumerate(M.variants):
-            ax.bar(x + (i - (len(M.variants) - 1) / 2) * w, [M.acc(s, v, M.ratios[s][0]).mean() for s in subs], w,
-                   yerr=[se(M.acc(s, v, M.ratios[s][0])) for s in subs], capsize=2, label=f"{v} (ours)")
+            ax.bar(
+                x + (i - (len(M.variants) - 1) / 2) * w,
+                [M.acc(s, v, M.ratios[s][0]).mean() for s in subs],
+                w,
+                yerr=[se(M.acc(s, v, M.ratios[s][0])) for s in subs],
+                capsize=2,
+                label=f"{v} (ours)",
+            )
         for j, (v, mk) in enumerate((("prune", "x"), ("merge", "*"))):
             pv = [S.paper.get(S.row(s, M.ratios[s][0]), {}).get(v) for s in subs]
-            ax.scatter(x + (j - (len(M.variants) - 1) / 2) * w, [np.nan if p is None else p for p in pv], marker=mk, s=60, color="k", zorder=3, label=f"{v} (paper)")
-        ax.axhline(np.mean([M.acc(s, "baseline").mean() for s in subs]), color="gray", ls="--", lw=1, label="unpruned (ours, mean)")
+            ax.scatter(
+                x + (j - (len(M.variants) - 1) / 2) * w,
+                [np.nan if p is None else p for p in pv],
+                marker=mk,
+                s=60,
+                color="k",
+                zorder=3,
+                label=f"{v} (paper)",
+            )
+        ax.axhline(
+            np.mean([M.acc(s, "baseline").mean() for s in subs]), color="gray", ls="--", lw=1, label="unpruned (ours, mean)"
+        )
         ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
         ax.set_xticks(x, subs)
         ax.set_xlabel(S.corner)
@@ -840,7 +1339,9 @@ def figure(result: MergingResult):
     for ax in axes:
         for h, l in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(l, h)
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=3 if len(axes) == 1 else 4, fontsize=7, frameon=False)
+    fig.legend(
+        handles.values(), handles.keys(), loc="outside lower center", ncol=3 if len(axes) == 1 else 4, fontsize=7, frameon=False
+    )
     fig.suptitle(f"{textwrap.fill(S.model_name, 110)}\nno fine-tuning, {unit}", fontsize=8)
     result.figures[result.run.name] = fig
     return fig

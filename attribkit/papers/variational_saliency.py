@@ -14,8 +14,16 @@ from torch import nn, Tensor
 from torch.utils.data import DataLoader, Subset, TensorDataset
 from ..claims import PaperClaim, chance_reason, claim, mean_se, not_evaluable, paired, unit_effects
 from ..core import atomic_save, attribute, seed_everything
-from ..data import (FASHION_MNIST_CLASSES, FASHION_MNIST_STATS, IMAGENET_STATS, DataSplits, fashion_mosaics, first,
-                            imagenet_folder, shapes)
+from attribkit.data import (
+    FASHION_MNIST_CLASSES,
+    FASHION_MNIST_STATS,
+    IMAGENET_STATS,
+    DataSplits,
+    fashion_mosaics,
+    first,
+    imagenet_folder,
+    shapes,
+)
 from ..metrics import insertion_deletion, mask_auc, pointing_game
 from ..models import cache_dir, cache_key, cached, lenet5, load_weights, train_cached
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
@@ -29,60 +37,168 @@ __all__ = ['APPENDIX', 'PAPER_TABLE', 'METRICS', 'COLUMNS', 'CLASSIFIER', 'NOTEB
            'prior_figure', 'pipeline_runs', 'pipeline_result', 'pipeline_figure']
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #da1a4900
-APPENDIX = dict(encoder_channels=(64, 64, 64, 64, 32, 32, 32, 32, 32, 16, 16, 16, 16, 16, 16, 2), kernel=3, stride=1, padding=1,
-                optimizer="Adam", lr=1e-4, weight_decay=5e-4, betas=(0.9, 0.99), batch_size=128, epochs=10,
-                dataset="ImageNet", checkpoint="lowest loss")   # seed 004, appendix C (the only numbers the seed holds)
-PAPER_TABLE: dict = {}   # the paper's body is not in the seed: no numeric table to put beside ours (paper_tables.json: "tables": [])
-METRICS = {"deletion": "lower", "insertion": "higher", "pointing": "higher"}   # the table's columns, and which way is better
+APPENDIX = dict(
+    encoder_channels=(64, 64, 64, 64, 32, 32, 32, 32, 32, 16, 16, 16, 16, 16, 16, 2),
+    kernel=3,
+    stride=1,
+    padding=1,
+    optimizer="Adam",
+    lr=1e-4,
+    weight_decay=5e-4,
+    betas=(0.9, 0.99),
+    batch_size=128,
+    epochs=10,
+    dataset="ImageNet",
+    checkpoint="lowest loss",
+)  # seed 004, appendix C (the only numbers the seed holds)
+PAPER_TABLE: dict = {}  # the paper's body is not in the seed: no numeric table to put beside ours (paper_tables.json: "tables": [])
+METRICS = {"deletion": "lower", "insertion": "higher", "pointing": "higher"}  # the table's columns, and which way is better
 COLUMNS = {"deletion": "deletion AUC ↓", "insertion": "insertion AUC ↑", "pointing": "pointing game ↑"}
-CLASSIFIER = "resnet50"   # our choice for the paper scale: the appendix names no classifier; torchvision's ResNet-50 (RISE's ImageNet model)
+CLASSIFIER = "resnet50"  # our choice for the paper scale: the appendix names no classifier; torchvision's ResNet-50 (RISE's ImageNet model)
 NOTEBOOKS = ("vsal_eval", "vsal_prior", "vsal_schematic")
 PAPER_FILES = {nb: ["imagenet/train", "imagenet/val", f"weights/{CLASSIFIER}.pth"] for nb in NOTEBOOKS}
 WEIGHT_FILES = [torchvision_weights(CLASSIFIER)]
-EDGE_FIXES = {"zero prior boundary": dict(boundary="zero"), "replicate padding": dict(padding="replicate"),
-              "zero boundary + replicate padding": dict(boundary="zero", padding="replicate")}   # the candidate fixes of the edge artefacts
+EDGE_FIXES = {
+    "zero prior boundary": dict(boundary="zero"),
+    "replicate padding": dict(padding="replicate"),
+    "zero boundary + replicate padding": dict(boundary="zero", padding="replicate"),
+}  # the candidate fixes of the edge artefacts
 
-_VSM = dict(k=0.25, k_start=0.75, beta=0.1, prior="ar1", topk="sinkhorn", boundary="free", padding="zeros")   # the notebooks' VSM settings
+_VSM = dict(
+    k=0.25, k_start=0.75, beta=0.1, prior="ar1", topk="sinkhorn", boundary="free", padding="zeros"
+)  # the notebooks' VSM settings
 BUDGETS = {
-    "smoke": dict(data="shapes", size=32, n_train=1000, n_test=200, n_vsm=1000, seeds=1, clf_epochs=6, vsm_epochs=3, width=0.25,
-                  lr=1e-3, batch=32, sinkhorn_iter=30, workers=0, threads=1, **_VSM,
-                  eval_images=100, rise_masks=500, dga_steps=10, steps=20,
-                  prior_images=200, n_samples=4000, edge_fixes=["zero boundary + replicate padding"], schematic_images=200),
-    "cpu": dict(data="fashion_mosaics", size=64, n_train=6000, n_test=500, n_vsm=768, seeds=3, clf_epochs=6, vsm_epochs=2, width=0.125,
-                lr=3e-3, batch=32, sinkhorn_iter=30, workers=0, threads=None, **_VSM,
-                eval_images=48, rise_masks=300, dga_steps=10, steps=20,
-                prior_images=200, n_samples=20000, edge_fixes=list(EDGE_FIXES), schematic_images=300),
-    "paper": dict(data="imagenet", size=224, n_vsm=None, seeds=1, vsm_epochs=APPENDIX["epochs"], width=1.0, lr=APPENDIX["lr"],
-                  batch=APPENDIX["batch_size"], sinkhorn_iter=30, workers=8, threads=None, **_VSM,
-                  eval_images=500, rise_masks=4000, dga_steps=10, steps=20,
-                  prior_images=200, n_samples=2000, edge_fixes=["zero boundary + replicate padding"], schematic_images=500),
-    "dry_run": dict(data="imagenet", size=224, n_vsm=8, seeds=1, vsm_epochs=1, width=1.0, lr=APPENDIX["lr"], batch=4, sinkhorn_iter=30,
-                    workers=0, threads=None, **_VSM, eval_images=4, rise_masks=8, dga_steps=2, steps=2,
-                    prior_images=4, n_samples=64, edge_fixes=["zero boundary + replicate padding"], schematic_images=4),
-}   # the "dry_run" row: the paper protocol at ≤ 1 epoch over ≤ 2 batches, ≤ 4 images
+    "smoke": dict(
+        data="shapes",
+        size=32,
+        n_train=1000,
+        n_test=200,
+        n_vsm=1000,
+        seeds=1,
+        clf_epochs=6,
+        vsm_epochs=3,
+        width=0.25,
+        lr=1e-3,
+        batch=32,
+        sinkhorn_iter=30,
+        workers=0,
+        threads=1,
+        **_VSM,
+        eval_images=100,
+        rise_masks=500,
+        dga_steps=10,
+        steps=20,
+        prior_images=200,
+        n_samples=4000,
+        edge_fixes=["zero boundary + replicate padding"],
+        schematic_images=200,
+    ),
+    "cpu": dict(
+        data="fashion_mosaics",
+        size=64,
+        n_train=6000,
+        n_test=500,
+        n_vsm=768,
+        seeds=3,
+        clf_epochs=6,
+        vsm_epochs=2,
+        width=0.125,
+        lr=3e-3,
+        batch=32,
+        sinkhorn_iter=30,
+        workers=0,
+        threads=None,
+        **_VSM,
+        eval_images=48,
+        rise_masks=300,
+        dga_steps=10,
+        steps=20,
+        prior_images=200,
+        n_samples=20000,
+        edge_fixes=list(EDGE_FIXES),
+        schematic_images=300,
+    ),
+    "paper": dict(
+        data="imagenet",
+        size=224,
+        n_vsm=None,
+        seeds=1,
+        vsm_epochs=APPENDIX["epochs"],
+        width=1.0,
+        lr=APPENDIX["lr"],
+        batch=APPENDIX["batch_size"],
+        sinkhorn_iter=30,
+        workers=8,
+        threads=None,
+        **_VSM,
+        eval_images=500,
+        rise_masks=4000,
+        dga_steps=10,
+        steps=20,
+        prior_images=200,
+        n_samples=2000,
+        edge_fixes=["zero boundary + replicate padding"],
+        schematic_images=500,
+    ),
+    "dry_run": dict(
+        data="imagenet",
+        size=224,
+        n_vsm=8,
+        seeds=1,
+        vsm_epochs=1,
+        width=1.0,
+        lr=APPENDIX["lr"],
+        batch=4,
+        sinkhorn_iter=30,
+        workers=0,
+        threads=None,
+        **_VSM,
+        eval_images=4,
+        rise_masks=8,
+        dga_steps=2,
+        steps=2,
+        prior_images=4,
+        n_samples=64,
+        edge_fixes=["zero boundary + replicate padding"],
+        schematic_images=4,
+    ),
+}  # the "dry_run" row: the paper protocol at ≤ 1 epoch over ≤ 2 batches, ≤ 4 images
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #a51c0d02
 PAPER = "004"
 _STAND_INS = "LeNet-5 per seed on fashion_mosaics, 64 px (cpu); torchvision ResNet-50 on ImageNet val (paper scale, our choice)"
 PAPER_CLAIMS = [
-    PaperClaim("vsal/better-saliency", PAPER,
-               "“Variational Saliency Maps for Explaining Model's Behavior” (the title): the map ranks the pixels the classifier relies on "
-               "better than other saliency methods",
-               "title and body (the body's comparison is not in the seed: only the appendix is)", "not in the seed",
-               "deletion AUC ↓, insertion AUC ↑ (RISE's protocol), pointing game ↑ — our choice of metrics",
-               _STAND_INS + "; against the best of G×I, DGA, RISE, Grad-CAM and the input intensity, chosen on other test images"),
-    PaperClaim("vsal/mask-keeps-prediction", PAPER,
-               "“A saliency map is sampled from it, followed by passing a differentiable top-k operator to provide a binary mask. "
-               "With this mask, the input image is perturbed” — the reconstruction term between ŷ_perturb and ŷ_origin",
-               "appendix A, Figure 1 (schematic)", "none (a schematic)",
-               "KL(ŷ_origin ‖ ŷ_perturb) ↓ under the hard top-k mask of a sample s, against a random mask of the same size",
-               _STAND_INS),
-    PaperClaim("vsal/uncertainty", PAPER,
-               "the saliency map is a random variable and the method gives uncertainty over the explanation (the abstract, summarised; "
-               "not in the seed)", "abstract (OpenReview x2ywTOFM4xt)", "none",
-               "log(mean ν off the objects / mean ν on them) ↑ per image, 2-px frame excluded — our reading of 'uncertainty'",
-               "LeNet-5 on fashion_mosaics with per-class masks (cpu; the first seed's VSM); not evaluable on ImageNet (no masks)"),
-]   # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
+    PaperClaim(
+        "vsal/better-saliency",
+        PAPER,
+        "“Variational Saliency Maps for Explaining Model's Behavior” (the title): the map ranks the pixels the classifier relies on "
+        "better than other saliency methods",
+        "title and body (the body's comparison is not in the seed: only the appendix is)",
+        "not in the seed",
+        "deletion AUC ↓, insertion AUC ↑ (RISE's protocol), pointing game ↑ — our choice of metrics",
+        _STAND_INS + "; against the best of G×I, DGA, RISE, Grad-CAM and the input intensity, chosen on other test images",
+    ),
+    PaperClaim(
+        "vsal/mask-keeps-prediction",
+        PAPER,
+        "“A saliency map is sampled from it, followed by passing a differentiable top-k operator to provide a binary mask. "
+        "With this mask, the input image is perturbed” — the reconstruction term between ŷ_perturb and ŷ_origin",
+        "appendix A, Figure 1 (schematic)",
+        "none (a schematic)",
+        "KL(ŷ_origin ‖ ŷ_perturb) ↓ under the hard top-k mask of a sample s, against a random mask of the same size",
+        _STAND_INS,
+    ),
+    PaperClaim(
+        "vsal/uncertainty",
+        PAPER,
+        "the saliency map is a random variable and the method gives uncertainty over the explanation (the abstract, summarised; "
+        "not in the seed)",
+        "abstract (OpenReview x2ywTOFM4xt)",
+        "none",
+        "log(mean ν off the objects / mean ν on them) ↑ per image, 2-px frame excluded — our reading of 'uncertainty'",
+        "LeNet-5 on fashion_mosaics with per-class masks (cpu; the first seed's VSM); not evaluable on ImageNet (no masks)",
+    ),
+]  # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #d324908c
 def _classifier(path) -> nn.Module:
@@ -92,19 +208,27 @@ def _classifier(path) -> nn.Module:
     return model.eval()
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #02a25354
-_VSM_NAME = "attribkit.vsal.VariationalSaliency"   # the cache key's name, kept from before the module was renamed
-_STRENGTH = {"ar1": 0.9, "tv": 1.0}   # VariationalSaliency's default strengths of a prior given by name
+_VSM_NAME = "attribkit.vsal.VariationalSaliency"  # the cache key's name, kept from before the module was renamed
+_STRENGTH = {"ar1": 0.9, "tv": 1.0}  # VariationalSaliency's default strengths of a prior given by name
+
 
 def _prior_list(prior) -> list:
     p = prior if isinstance(prior, SoftTVPrior) else SoftTVPrior(prior, _STRENGTH.get(prior, 0.0))
     return [p.kind, p.strength] + ([p.boundary] if p.boundary != "free" else [])
 
+
 def _vsm_spec(settings: dict, fit_kw: dict, classifier: str, data: str) -> dict:
     "The one spec that fits a VSM and keys it in the checkpoint cache: `VariationalSaliency(**settings)` with its prior as [kind, strength(, boundary)] and the classifier's key (`config`), the data key (`data`), `fit(**fit_kw)` (`recipe`)."
-    return {"config": dict(settings, prior=_prior_list(settings["prior"]), classifier=classifier), "data": data, "recipe": dict(fit_kw)}
+    return {
+        "config": dict(settings, prior=_prior_list(settings["prior"]), classifier=classifier),
+        "data": data,
+        "recipe": dict(fit_kw),
+    }
+
 
 class _VSMStore:
     "`models.cached`'s `memory` for VSM encoders: their files in the checkpoint cache, whose history is the list of epochs."
+
     def get(self, key: str):
         path = cache_dir() / f"{key}.pt"
         if not path.exists():
@@ -115,9 +239,11 @@ class _VSMStore:
     def __setitem__(self, key: str, ck: dict):
         atomic_save(dict(ck, history=ck["history"]["epochs"]), cache_dir() / f"{key}.pt")
 
+
 def _first_image(data) -> Tensor:
     item = (data.dataset if isinstance(data, DataLoader) else data)[0]
     return item[0] if isinstance(item, (tuple, list)) else item
+
 
 def fit_vsm(clf: nn.Module, spec: dict, data, seed: int = 0, memory: dict | None = None) -> VariationalSaliency:
     "A `VariationalSaliency` on `clf` built and fitted on `data` (a data set or loader) from `spec` (`_vsm_spec`), or its encoder loaded from the checkpoint cache; `memory`: a dict instead of the disk (dry run, tests)."
@@ -126,7 +252,7 @@ def fit_vsm(clf: nn.Module, spec: dict, data, seed: int = 0, memory: dict | None
     in_channels = _first_image(data).shape[0]
 
     def build(spec):
-        with torch.random.fork_rng(devices=[]):   # leaves the global RNG as fit does
+        with torch.random.fork_rng(devices=[]):  # leaves the global RNG as fit does
             return SaliencyEncoder(in_channels, config["width"], padding_mode=config.get("padding", "zeros"))
 
     def fit(encoder, spec):
@@ -143,24 +269,25 @@ def fit_vsm(clf: nn.Module, spec: dict, data, seed: int = 0, memory: dict | None
 @dataclass
 class VSMSetup:
     "The three vsal notebooks' data, the classifier per seed with its test top-1 hit rate, and the VSM settings; `vsm(seed)` fits or loads that seed's VSM."
+
     run: Run
-    test_x: Tensor               # evaluation images (N, C, H, W), normalised
-    labels: Tensor               # (N, classes) bool: the classes present
-    masks: Tensor | None         # (N, classes, H, W) bool per-class masks; None for ImageNet (the folder layout has none)
+    test_x: Tensor  # evaluation images (N, C, H, W), normalised
+    labels: Tensor  # (N, classes) bool: the classes present
+    masks: Tensor | None  # (N, classes, H, W) bool per-class masks; None for ImageNet (the folder layout has none)
     class_names: list
     mean: tuple
     std: tuple
-    model_name: str              # the classifier as the figures and tables name it
-    classifiers: dict            # seed → classifier (eval mode, on the device)
-    accuracy: dict               # seed → top-1 hit rate on the test images (None: unknown, ImageNet without all 1000 class folders)
-    clf_keys: dict               # seed → the classifier's key (part of its VSM's cache key)
-    vsm_data: Any                # the VSM's training images (a data set or a loader)
+    model_name: str  # the classifier as the figures and tables name it
+    classifiers: dict  # seed → classifier (eval mode, on the device)
+    accuracy: dict  # seed → top-1 hit rate on the test images (None: unknown, ImageNet without all 1000 class folders)
+    clf_keys: dict  # seed → the classifier's key (part of its VSM's cache key)
+    vsm_data: Any  # the VSM's training images (a data set or a loader)
     vsm_data_key: str
-    settings: dict               # VariationalSaliency(**settings)
-    fit_kw: dict                 # VariationalSaliency.fit(**fit_kw)
-    generator: torch.Generator   # the run's seeded generator (seed_everything)
-    pred_names: list | None = None   # names of the classifier's outputs when they differ from `class_names` (ImageNet)
-    memory: dict | None = None       # `models.cached`'s memory: None → the checkpoint cache on disk; a dict in a dry run and in tests
+    settings: dict  # VariationalSaliency(**settings)
+    fit_kw: dict  # VariationalSaliency.fit(**fit_kw)
+    generator: torch.Generator  # the run's seeded generator (seed_everything)
+    pred_names: list | None = None  # names of the classifier's outputs when they differ from `class_names` (ImageNet)
+    memory: dict | None = None  # `models.cached`'s memory: None → the checkpoint cache on disk; a dict in a dry run and in tests
 
     @property
     def seeds(self) -> list:
@@ -194,11 +321,21 @@ class VSMSetup:
     def describe(self) -> str:
         "Markdown: the stand-in per seed with its test top-1 hit rate, and the VSM settings."
         rows = [f"| {s} | {md_escape(self.model_name)} | {'—' if a is None else f'{a:.3f}'} |" for s, a in self.accuracy.items()]
-        vsm = ", ".join(f"{k}={v}" for k, v in self.settings_record().items() if k in ("k", "k_start", "beta", "prior", "topk", "width"))
-        return "\n".join([f"**{self.run.name}** on {len(self.test_x)} test images of {self.run.budget['data']} "
-                          f"(chance: the most frequent class, {self.chance:.3f})", "",
-                          "| seed | classifier | test top-1 hit rate |", "|---:|---|---:|", *rows, "", f"VSM: {md_escape(vsm)}, "
-                          f"{self.fit_kw['epochs']} epochs"])
+        vsm = ", ".join(
+            f"{k}={v}" for k, v in self.settings_record().items() if k in ("k", "k_start", "beta", "prior", "topk", "width")
+        )
+        return "\n".join(
+            [
+                f"**{self.run.name}** on {len(self.test_x)} test images of {self.run.budget['data']} "
+                f"(chance: the most frequent class, {self.chance:.3f})",
+                "",
+                "| seed | classifier | test top-1 hit rate |",
+                "|---:|---|---:|",
+                *rows,
+                "",
+                f"VSM: {md_escape(vsm)}, {self.fit_kw['epochs']} epochs",
+            ]
+        )
 
     def _repr_markdown_(self) -> str:
         return self.describe()
@@ -211,6 +348,7 @@ class VSMSetup:
         budget = {k: v for k, v in self.run.budget.items() if k not in _VSM and not isinstance(v, (dict, list))}
         return dict(s, k_start=self.fit_kw.get("k_start")) | more | budget
 
+
 def _prior_with(prior, boundary: str = "free"):
     "`prior` (a name or a SoftTVPrior) with `boundary`; a name with the free boundary stays a name (VariationalSaliency's default strengths)."
     if boundary == "free":
@@ -219,10 +357,12 @@ def _prior_with(prior, boundary: str = "free"):
         return SoftTVPrior(prior.kind, prior.strength, boundary)
     return SoftTVPrior(prior, _STRENGTH.get(prior, 0.0), boundary)
 
+
 def _hit(clf, x, labels, dev) -> float:
     with torch.no_grad():
         top = torch.cat([clf(b.to(dev)).argmax(1).cpu() for b in x.split(256)])
     return float(labels.gather(1, top[:, None]).float().mean())
+
 
 def _sha(path) -> str:
     h = hashlib.sha256()
@@ -245,7 +385,7 @@ def _toy_parts(run: Run) -> dict:
         tr = fashion_mosaics("train", b["n_train"], size=b["size"], seed=run.seed, data_root=run.data_root)
         te = fashion_mosaics("test", b["n_test"], size=b["size"], seed=run.seed, data_root=run.data_root)
         x_tr, y_tr, _ = tr.tensors
-        clf_train = TensorDataset(x_tr, y_tr / y_tr.sum(1, keepdim=True))        # cross-entropy on the normalised multi-hot labels
+        clf_train = TensorDataset(x_tr, y_tr / y_tr.sum(1, keepdim=True))  # cross-entropy on the normalised multi-hot labels
         data = DataSplits(first(TensorDataset(x_tr), b["n_vsm"]), te, 10, *FASHION_MNIST_STATS, "fashion_mosaics")
         data_key = f"fashion_mosaics-{b['size']}px-n{b['n_train']}-seed{run.seed}"
         vsm_key = f"{data_key}-first{b['n_vsm']}"
@@ -260,9 +400,21 @@ def _toy_parts(run: Run) -> dict:
         clfs[s] = clf.to(dev).eval()
         acc[s] = _hit(clfs[s], test_x, labels, dev)
         keys[s] = cache_key(lenet5, config, data_key, recipe, s)
-    return dict(test_x=test_x, labels=labels, masks=test_m.bool(), class_names=class_names, mean=data.mean, std=data.std,
-                model_name=f"LeNet-5 on {b['data']} (stand-in for the paper's ImageNet classifier)", classifiers=clfs, accuracy=acc,
-                clf_keys=keys, vsm_data=data.train, vsm_data_key=vsm_key)
+    return dict(
+        test_x=test_x,
+        labels=labels,
+        masks=test_m.bool(),
+        class_names=class_names,
+        mean=data.mean,
+        std=data.std,
+        model_name=f"LeNet-5 on {b['data']} (stand-in for the paper's ImageNet classifier)",
+        classifiers=clfs,
+        accuracy=acc,
+        clf_keys=keys,
+        vsm_data=data.train,
+        vsm_data_key=vsm_key,
+    )
+
 
 def _imagenet_parts(run: Run) -> dict:
     "ImageNet train/val folders under `data_root/imagenet` and torchvision's ResNet-50 from `weights`."
@@ -271,24 +423,43 @@ def _imagenet_parts(run: Run) -> dict:
     train, val = imagenet_folder(root, "train", size=b["size"]), imagenet_folder(root, "val", size=b["size"])
     g = torch.Generator().manual_seed(run.seed)
     n_eval = max(b["eval_images"], b["prior_images"], b["schematic_images"])
-    idx = torch.randperm(len(val), generator=g)[:n_eval].tolist()      # a seeded sample of val (the folder is sorted by class)
+    idx = torch.randperm(len(val), generator=g)[:n_eval].tolist()  # a seeded sample of val (the folder is sorted by class)
     test_x = torch.stack([val[i][0] for i in idx])
     y = torch.tensor([val.targets[i] for i in idx])
     labels = F.one_hot(y, len(val.classes)).bool()
     if b["n_vsm"] is not None:
-        train = Subset(train, torch.randperm(len(train), generator=g)[:b["n_vsm"]].tolist())
-    loader = DataLoader(train, batch_size=b["batch"], shuffle=True, num_workers=b["workers"],
-                        generator=torch.Generator().manual_seed(run.seed), drop_last=False)
+        train = Subset(train, torch.randperm(len(train), generator=g)[: b["n_vsm"]].tolist())
+    loader = DataLoader(
+        train,
+        batch_size=b["batch"],
+        shuffle=True,
+        num_workers=b["workers"],
+        generator=torch.Generator().manual_seed(run.seed),
+        drop_last=False,
+    )
     path = run.weights_path(f"weights/{CLASSIFIER}.pth")
     clf = _classifier(path).to(dev).eval()
-    known = len(val.classes) == 1000           # folder indices are ImageNet's class indices only with all 1000 wnid folders
+    known = len(val.classes) == 1000  # folder indices are ImageNet's class indices only with all 1000 wnid folders
     hit = _hit(clf, test_x, labels, dev) if known else None
     import torchvision
+
     pred_names = torchvision.models.ResNet50_Weights.IMAGENET1K_V1.meta["categories"]
-    return dict(test_x=test_x, labels=labels, masks=None, class_names=list(val.classes), mean=IMAGENET_STATS[0], std=IMAGENET_STATS[1],
-                model_name=f"ResNet-50 (torchvision) from {path.name}", pred_names=pred_names, classifiers={s: clf for s in run.seeds},
-                accuracy={s: hit for s in run.seeds}, clf_keys={s: f"torchvision.{CLASSIFIER}:{_sha(path)}" for s in run.seeds},
-                vsm_data=loader, vsm_data_key=f"imagenet-train-{len(train)}-{b['size']}px")
+    return dict(
+        test_x=test_x,
+        labels=labels,
+        masks=None,
+        class_names=list(val.classes),
+        mean=IMAGENET_STATS[0],
+        std=IMAGENET_STATS[1],
+        model_name=f"ResNet-50 (torchvision) from {path.name}",
+        pred_names=pred_names,
+        classifiers={s: clf for s in run.seeds},
+        accuracy={s: hit for s in run.seeds},
+        clf_keys={s: f"torchvision.{CLASSIFIER}:{_sha(path)}" for s in run.seeds},
+        vsm_data=loader,
+        vsm_data_key=f"imagenet-train-{len(train)}-{b['size']}px",
+    )
+
 
 def setup(run: Run) -> VSMSetup:
     "Seed everything and build the run's data, its classifier per seed (with its test top-1 hit rate) and the VSM settings from the run's budget (`k_start` equal to `k`: a fixed k)."
@@ -297,10 +468,16 @@ def setup(run: Run) -> VSMSetup:
     if b.get("threads"):
         torch.set_num_threads(int(b["threads"]))
     parts = _imagenet_parts(run) if b["data"] == "imagenet" else _toy_parts(run)
-    settings = dict(k=b["k"], beta=b["beta"], prior=_prior_with(b["prior"], b["boundary"]), topk=b["topk"], width=b["width"],
-                    topk_kw=dict(n_iter=b["sinkhorn_iter"]) if b["topk"] == "sinkhorn" else None)
+    settings = dict(
+        k=b["k"],
+        beta=b["beta"],
+        prior=_prior_with(b["prior"], b["boundary"]),
+        topk=b["topk"],
+        width=b["width"],
+        topk_kw=dict(n_iter=b["sinkhorn_iter"]) if b["topk"] == "sinkhorn" else None,
+    )
     if b["padding"] != "zeros":
-        settings["padding"] = b["padding"]      # only when set, so that the default's cache key stays as it was
+        settings["padding"] = b["padding"]  # only when set, so that the default's cache key stays as it was
     k_start = None if b["k_start"] is None or b["k_start"] == b["k"] else b["k_start"]
     fit_kw = dict(epochs=b["vsm_epochs"], batch_size=b["batch"], lr=b["lr"], k_start=k_start)
     return VSMSetup(run, settings=settings, fit_kw=fit_kw, generator=g, memory={} if run.dry_run else None, **parts)
@@ -310,12 +487,14 @@ def _per_unit(runs: list, f) -> np.ndarray:
     "`f(run)` per run (a vector over test images) → one value per unit (`unit_effects`, methods on one classifier); NaNs (an image without the pixels a score needs) are left out."
     per = [np.asarray(f(r), dtype=np.float64) for r in runs]
     effects, units = unit_effects(per, "methods")
-    if units == "seeds":   # each seed's mean as np.nanmean sums it (the record's numbers to the last bit)
+    if units == "seeds":  # each seed's mean as np.nanmean sums it (the record's numbers to the last bit)
         return np.array([np.nanmean(p) for p in per if np.isfinite(p).any()])
     return effects
 
+
 def _units(runs: list) -> str:
     return unit_effects([np.zeros(1) for _ in runs], "methods")[1]
+
 
 def _hit_cells(S: VSMSetup, seeds: list, mean: bool = True) -> dict:
     "The classifier's top-1 hit rate per seed, their mean (`mean`) and chance (omitted where unknown)."
@@ -327,33 +506,49 @@ def _hit_cells(S: VSMSetup, seeds: list, mean: bool = True) -> dict:
         out["chance top-1 hit rate (most frequent class)"] = S.chance
     return out
 
+
 def _chance(S: VSMSetup, seeds: list) -> str | None:
-    return chance_reason([S.accuracy[s] for s in seeds if S.accuracy[s] is not None], S.num_classes, "classifier (top-1 hit rate)")
+    return chance_reason(
+        [S.accuracy[s] for s in seeds if S.accuracy[s] is not None], S.num_classes, "classifier (top-1 hit rate)"
+    )
+
 
 def _hit_text(S: VSMSetup, seeds: list) -> str:
     "One sentence on the classifier's accuracy (generated)."
     hits = [S.accuracy[s] for s in seeds]
     if any(h is None for h in hits):
-        return (f"{S.model_name}: its top-1 accuracy is not measured (the val folder holds {len(S.class_names)} of ImageNet's 1000 "
-                "class folders, so folder indices are not class indices)")
+        return (
+            f"{S.model_name}: its top-1 accuracy is not measured (the val folder holds {len(S.class_names)} of ImageNet's 1000 "
+            "class folders, so folder indices are not class indices)"
+        )
     return f"{S.model_name}: top-1 hit rate per seed {', '.join(f'{h:.3f}' for h in hits)} (chance {S.chance:.3f})"
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #16c9ed0a
 METHODS = ("VSM", "G×I", "DGA", "RISE", "Grad-CAM", "intensity", "random")
 
+
 def _intensity(model, inputs, target=None):
     return inputs.detach().clone()
+
 
 def _method_kw(name: str, vsm, s: int, rise_masks: int, dga_steps: int) -> dict:
     if name == "VSM":
         return dict(method=vsm.as_local())
-    return {"G×I": dict(method="gxi"), "DGA": dict(method="dga", n_steps=dga_steps), "RISE": dict(method="rise", n_masks=rise_masks, seed=s),
-            "Grad-CAM": dict(method="gradcam"), "intensity": dict(method=_intensity), "random": dict(method="random", seed=1000 + s)}[name]
+    return {
+        "G×I": dict(method="gxi"),
+        "DGA": dict(method="dga", n_steps=dga_steps),
+        "RISE": dict(method="rise", n_masks=rise_masks, seed=s),
+        "Grad-CAM": dict(method="gradcam"),
+        "intensity": dict(method=_intensity),
+        "random": dict(method="random", seed=1000 + s),
+    }[name]
+
 
 def _keep_k(clf, x, a, pred, k):
     m = hard_topk(a.sum(1).flatten(1), k).view(len(x), 1, *x.shape[2:]).to(x.device)
     with torch.no_grad():
         return F.softmax(clf(m * x), 1).gather(1, pred[:, None])[:, 0].cpu()
+
 
 def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, rise_masks: int, dga_steps: int) -> dict:
     clf, vsm = S.classifiers[s], S.vsm(s) if "VSM" in methods else None
@@ -361,21 +556,25 @@ def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, r
     with torch.no_grad():
         pred = clf(x).argmax(1)
     maps = {n: attribute(clf, x, pred, **_method_kw(n, vsm, s, rise_masks, dga_steps)).detach().cpu() for n in methods}
-    on_cpu = S.device.type == "cpu"      # the toy scales score on the CPU as before; the paper scale on its device
+    on_cpu = S.device.type == "cpu"  # the toy scales score on the CPU as before; the paper scale on its device
     xc, pc = (x.cpu(), pred.cpu()) if on_cpu else (x, pred)
     if S.masks is not None:
-        target = S.masks[:n_images][torch.arange(len(x)), pred.cpu()]   # the predicted class's pixels (empty if it is absent)
+        target = S.masks[:n_images][torch.arange(len(x)), pred.cpu()]  # the predicted class's pixels (empty if it is absent)
         objects = S.masks[:n_images].any(1)
     res = {}
     for n, a in maps.items():
         m = clf.cpu() if on_cpu else clf
         ac = a if on_cpu else a.to(S.device)
-        res[n] = dict(deletion=insertion_deletion(m, xc, ac, pc, mode="deletion", steps=steps).auc.cpu(),
-                      insertion=insertion_deletion(m, xc, ac, pc, mode="insertion", steps=steps).auc.cpu(),
-                      keep_k=_keep_k(m, xc, ac, pc, S.settings["k"]))
+        res[n] = dict(
+            deletion=insertion_deletion(m, xc, ac, pc, mode="deletion", steps=steps).auc.cpu(),
+            insertion=insertion_deletion(m, xc, ac, pc, mode="insertion", steps=steps).auc.cpu(),
+            keep_k=_keep_k(m, xc, ac, pc, S.settings["k"]),
+        )
         if S.masks is not None:
-            res[n] |= dict(pointing=pointing_game(a, target, tolerance=15 * x.shape[-1] / 224).scores,
-                           auc_objects=mask_auc(a, target, within=objects).scores)
+            res[n] |= dict(
+                pointing=pointing_game(a, target, tolerance=15 * x.shape[-1] / 224).scores,
+                auc_objects=mask_auc(a, target, within=objects).scores,
+            )
         clf.to(S.device)
     out = dict(seed=s, res=res, maps=maps, x=x.cpu(), pred=pred.cpu())
     if "VSM" in maps:
@@ -386,7 +585,10 @@ def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, r
         out["vsm"] = vsm
     return out
 
-def score_maps(S: VSMSetup, methods=METHODS, n_images: int = 48, steps: int = 20, rise_masks: int = 300, dga_steps: int = 10) -> list:
+
+def score_maps(
+    S: VSMSetup, methods=METHODS, n_images: int = 48, steps: int = 20, rise_masks: int = 300, dga_steps: int = 10
+) -> list:
     "Per seed: each of `methods`' maps of the predicted class for the first `n_images` test images, scored (deletion and insertion over `steps`, RISE with `rise_masks`, DGA with `dga_steps`)."
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
@@ -398,8 +600,9 @@ def score_maps(S: VSMSetup, methods=METHODS, n_images: int = 48, steps: int = 20
 def _stand_ins(S: VSMSetup, seeds: list) -> dict:
     "`Result.stand_ins`: the classifier with its mean test top-1 hit rate over `seeds` (a fraction), or why it is not measured."
     hits = [S.accuracy[s] for s in seeds]
-    name = S.model_name.split(" (stand-in")[0]      # "LeNet-5 on fashion_mosaics"; the paper scale's "ResNet-50 (torchvision) from …"
+    name = S.model_name.split(" (stand-in")[0]  # "LeNet-5 on fashion_mosaics"; the paper scale's "ResNet-50 (torchvision) from …"
     return {name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
+
 
 def _fold_best(scores: list, baselines: list, metric: str, sign: float) -> list:
     "The best baseline for each half of the test images (even, odd index), chosen on the other half's images of every seed: never on the images it is judged on."
@@ -411,11 +614,13 @@ def _fold_best(scores: list, baselines: list, metric: str, sign: float) -> list:
 
     return [max(baselines, key=lambda n: score(n, idx % 2 != f)) for f in (0, 1)]
 
+
 def _crossed(r: dict, metric: str, folds: list) -> Tensor:
     "Per test image of run `r`: the score of its half's best baseline (`_fold_best`)."
     a, b = (r["res"][n][metric] for n in folds)
     even = torch.arange(len(a)) % 2 == 0
     return torch.where(even, a, b)
+
 
 def compare_methods(S: VSMSetup, scores: list) -> Result:
     "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims: VSM against the best baseline (evidence; chosen on the other half of the test images), the best baseline against a random map (control) and VSM against a random map (diagnostic), with their diagnoses."
@@ -436,7 +641,7 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
         return _per_unit(scores, lambda r: sign * paired(score(r, metric, a), score(r, metric, b)))
 
     measured = {f"{n} {m}": mean_se(values(m, n)) for n in names for m in scored}
-    measured = {key: v for key, v in measured.items() if v["n"] > 0}     # one object per image at smoke: no AUC among objects
+    measured = {key: v for key, v in measured.items() if v["n"] > 0}  # one object per image at smoke: no AUC among objects
     measured |= _hit_cells(S, S.seeds)
     if "border" in scores[0]:
         measured["VSM arg-max on the 2-px frame (fraction)"] = mean_se(np.concatenate([r["border"].numpy() for r in scores]))
@@ -445,29 +650,75 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
     best, folds, claims = {}, {}, []
     ev = dict(paper_claim="vsal/better-saliency")
     for m, d in METRICS.items():
-        texts = [(f"eval/vsm-over-best/{m}", f"VSM scores better than the best baseline ({{}}) on {m} ({d} is better)", "VSM", "best", "evidence"),
-                 (f"eval/vsm-over-random/{m}", f"diagnostic: VSM scores better than a random map on {m}", "VSM", "random", "diagnostic"),
-                 (f"eval/best-over-random/{m}", f"control: the best baseline ({{}}) scores better than a random map on {m}", "best", "random", "control")]
+        texts = [
+            (
+                f"eval/vsm-over-best/{m}",
+                f"VSM scores better than the best baseline ({{}}) on {m} ({d} is better)",
+                "VSM",
+                "best",
+                "evidence",
+            ),
+            (
+                f"eval/vsm-over-random/{m}",
+                f"diagnostic: VSM scores better than a random map on {m}",
+                "VSM",
+                "random",
+                "diagnostic",
+            ),
+            (
+                f"eval/best-over-random/{m}",
+                f"control: the best baseline ({{}}) scores better than a random map on {m}",
+                "best",
+                "random",
+                "control",
+            ),
+        ]
         if m not in scored:
-            claims += [not_evaluable(key, t.format("G×I, DGA or RISE"), "the ImageNet folder layout has no object masks or boxes", n=0,
-                                     role=role, **ev) for key, t, _, _, role in texts]
+            claims += [
+                not_evaluable(
+                    key,
+                    t.format("G×I, DGA or RISE"),
+                    "the ImageNet folder layout has no object masks or boxes",
+                    n=0,
+                    role=role,
+                    **ev,
+                )
+                for key, t, _, _, role in texts
+            ]
             continue
         sign = -1.0 if d == "lower" else 1.0
         if baselines:
             folds[m] = _fold_best(scores, baselines, m, sign)
             best[m] = folds[m][0] if folds[m][0] == folds[m][1] else " / ".join(folds[m])
         for key, text, a, c, role in texts:
-            missing = ([n for n in (a, c) if n not in ("best", *names)]
-                       + ([] if baselines or "best" not in (a, c) else ["a baseline"]))
+            missing = [n for n in (a, c) if n not in ("best", *names)] + (
+                [] if baselines or "best" not in (a, c) else ["a baseline"]
+            )
             text = text.format(best.get(m, "none compared"))
-            chosen = (f"{folds[m][0]} on both halves" if folds[m][0] == folds[m][1] else
-                      f"{folds[m][0]} for the even images, {folds[m][1]} for the odd ones") if m in folds else ""
-            detail = (f"the best of {', '.join(baselines)} chosen on the other half of the test images (even/odd index, every seed), "
-                      f"never on the images it is judged on: {chosen}; " if baselines and "best" in (a, c) else "")
-            detail += (f"{data}, {S.model_name}, n_eval={n_images} images per seed"
-                       + (f"; tolerance {15 * run.budget['size'] / 224:.1f} px, images whose predicted class is absent are skipped" if m == "pointing" else ""))
+            chosen = (
+                (
+                    f"{folds[m][0]} on both halves"
+                    if folds[m][0] == folds[m][1]
+                    else f"{folds[m][0]} for the even images, {folds[m][1]} for the odd ones"
+                )
+                if m in folds
+                else ""
+            )
+            detail = (
+                f"the best of {', '.join(baselines)} chosen on the other half of the test images (even/odd index, every seed), "
+                f"never on the images it is judged on: {chosen}; "
+                if baselines and "best" in (a, c)
+                else ""
+            )
+            detail += f"{data}, {S.model_name}, n_eval={n_images} images per seed" + (
+                f"; tolerance {15 * run.budget['size'] / 224:.1f} px, images whose predicted class is absent are skipped"
+                if m == "pointing"
+                else ""
+            )
             if missing:
-                claims.append(not_evaluable(key, text, f"{' and '.join(missing)} not compared (not in `methods`)", n=0, role=role, **ev))
+                claims.append(
+                    not_evaluable(key, text, f"{' and '.join(missing)} not compared (not in `methods`)", n=0, role=role, **ev)
+                )
             elif at_chance:
                 claims.append(not_evaluable(key, text, at_chance, n=len(scores), role=role, **ev))
             else:
@@ -475,12 +726,27 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
     table = {n: {COLUMNS[m]: measured.get(f"{n} {m}") for m in METRICS} for n in names}
     title = f"VSM vs baselines on {data} ({run.scale}); {_hit_text(S, S.seeds)}"
     vsm = {r["seed"]: r["vsm"].history for r in scores if "vsm" in r}
-    extra = dict(data=data, model=S.model_name, methods=names, best_baseline=best, best_baseline_folds=folds, units=units,
-                 keep_k={n: float(np.nanmean(values("keep_k", n))) for n in names}, vsm_history=vsm,
-                 vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
-                 settings=S.settings_record(n_eval=n_images))
-    res = Result(run, tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="method")], measured=measured,
-                 paper=PAPER_TABLE, claims=claims, extra=extra, stand_ins=_stand_ins(S, S.seeds))
+    extra = dict(
+        data=data,
+        model=S.model_name,
+        methods=names,
+        best_baseline=best,
+        best_baseline_folds=folds,
+        units=units,
+        keep_k={n: float(np.nanmean(values("keep_k", n))) for n in names},
+        vsm_history=vsm,
+        vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
+        settings=S.settings_record(n_eval=n_images),
+    )
+    res = Result(
+        run,
+        tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="method")],
+        measured=measured,
+        paper=PAPER_TABLE,
+        claims=claims,
+        extra=extra,
+        stand_ins=_stand_ins(S, S.seeds),
+    )
     diagnose(res, RULES)
     return res
 
@@ -492,14 +758,23 @@ def _why_vsm(res: Result, c: dict) -> str:
     if c["effect"] is None or "VSM" not in kk or not baselines:
         return ""
     best_keep = max(baselines, key=kk.get)
-    why = (f"keep-k at k = {k}: VSM {kk['VSM']:.3f}, best baseline there {best_keep} {kk[best_keep]:.3f}"
-           + (f", random {kk['random']:.3f}" if "random" in kk else "") + " — "
-           + ("VSM wins its own objective, so the loss is on the rest of the ranking, which VSM's loss never sees (only the top-k set matters to it)"
-              if kk["VSM"] > kk[best_keep] else "VSM does not even win its own objective: the encoder is under-trained or too narrow for this budget"))
+    why = (
+        f"keep-k at k = {k}: VSM {kk['VSM']:.3f}, best baseline there {best_keep} {kk[best_keep]:.3f}"
+        + (f", random {kk['random']:.3f}" if "random" in kk else "")
+        + " — "
+        + (
+            "VSM wins its own objective, so the loss is on the rest of the ranking, which VSM's loss never sees (only the top-k set matters to it)"
+            if kk["VSM"] > kk[best_keep]
+            else "VSM does not even win its own objective: the encoder is under-trained or too narrow for this budget"
+        )
+    )
     frame = res.measured.get("VSM arg-max on the 2-px frame (fraction)")
     if c["key"].endswith("/pointing") and frame:
-        why += f"; {frame['mean']:.0%} of VSM's arg-max pixels lie on the 2-pixel image frame (see vsal_prior on the edge artefacts)"
+        why += (
+            f"; {frame['mean']:.0%} of VSM's arg-max pixels lie on the 2-pixel image frame (see vsal_prior on the edge artefacts)"
+        )
     return why + "."
+
 
 def _why_control(res: Result, c: dict) -> str:
     "The control fails: the metric does not tell the best baseline from noise."
@@ -508,12 +783,18 @@ def _why_control(res: Result, c: dict) -> str:
     m = c["key"].rsplit("/", 1)[1]
     return f"the metric itself does not separate the best baseline ({res.extra['best_baseline'][m]}) from noise here ({m}, {res.extra['units']})."
 
-RULES = {"eval/vsm-over-best": _why_vsm, "eval/vsm-over-random": _why_vsm, "eval/best-over-random": _why_control}   # diagnoses by claim key (`diagnose`); the prior's and the pipeline's rules are added below
+
+RULES = {
+    "eval/vsm-over-best": _why_vsm,
+    "eval/vsm-over-random": _why_vsm,
+    "eval/best-over-random": _why_control,
+}  # diagnoses by claim key (`diagnose`); the prior's and the pipeline's rules are added below
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #f3d8da57
 def eval_figures(S: VSMSetup, scores: list, n: int = 6, max_rows: int = 4) -> list:
     "The gallery of the first seed: test images (true and predicted class) and every method's map, VSM's uncertainty ν last; `max_rows` methods a figure (galleries split rather than tall)."
     from attribkit.viz import attribution_grid
+
     r0 = scores[0]
     show = list(range(min(n, len(r0["x"]))))
     grid = {name: r0["maps"][name][show] for name in r0["maps"]}
@@ -521,11 +802,21 @@ def eval_figures(S: VSMSetup, scores: list, n: int = 6, max_rows: int = 4) -> li
         grid["VSM ν"] = r0["vsm"].uncertainty(r0["x"][show].to(S.device)).cpu()
     names, figs = list(grid), []
     for s in range(0, len(names), max_rows):
-        part = {k: grid[k] for k in names[s:s + max_rows]}
-        fig = attribution_grid(r0["x"][show], part, signed={k: k in ("G×I", "DGA") for k in part}, mean=S.mean, std=S.std,
-                               titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])])
-        fig.suptitle(f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0); "
-                     f"part {s // max_rows + 1} of {-(-len(names) // max_rows)}", fontsize=9, y=1.01)
+        part = {k: grid[k] for k in names[s : s + max_rows]}
+        fig = attribution_grid(
+            r0["x"][show],
+            part,
+            signed={k: k in ("G×I", "DGA") for k in part},
+            mean=S.mean,
+            std=S.std,
+            titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])],
+        )
+        fig.suptitle(
+            f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0); "
+            f"part {s // max_rows + 1} of {-(-len(names) // max_rows)}",
+            fontsize=9,
+            y=1.01,
+        )
         figs.append(fig)
     return figs
 
@@ -535,16 +826,22 @@ def _lag1(m: Tensor) -> Tensor:
     a, b = a - a.mean(1, keepdim=True), b - b.mean(1, keepdim=True)
     return (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1))
 
+
 def _frame(H: int, W: int, width: int = 2) -> Tensor:
     f = torch.zeros(H, W, dtype=torch.bool)
     f[:width] = f[-width:] = True
     f[:, :width] = f[:, -width:] = True
     return f
 
+
 def prior_draws(S: VSMSetup, rho: float = 0.9, lam: float = 4.0, n_samples: int = 20000, keep: int = 5) -> dict:
     "`n_samples` draws from the ar1 (`rho`), tv (`lam`) and iid priors at the image size: neighbour correlation measured and implied, marginal variance (`measured`), the correlation and its se per prior (`corr`), `keep` draws per prior (`samples`)."
     H, W = S.test_x.shape[-2:]
-    priors = {f"ar1 (rho={rho})": SoftTVPrior("ar1", rho), f"tv (lambda={lam})": SoftTVPrior("tv", lam), "iid": SoftTVPrior("iid")}
+    priors = {
+        f"ar1 (rho={rho})": SoftTVPrior("ar1", rho),
+        f"tv (lambda={lam})": SoftTVPrior("tv", lam),
+        "iid": SoftTVPrior("iid"),
+    }
     measured, samples, corr = {}, {}, {}
     c = W // 2
     for name, pr in priors.items():
@@ -560,19 +857,21 @@ def prior_draws(S: VSMSetup, rho: float = 0.9, lam: float = 4.0, n_samples: int 
         del s
     return dict(measured=measured, samples=samples, corr=corr, n_samples=n_samples, size=(H, W))
 
+
 def _posterior_seed(S: VSMSetup, s: int, vsm: VariationalSaliency, n_images: int) -> dict:
     H, W = S.test_x.shape[-2:]
     frame = _frame(H, W)
     x = S.test_x[:n_images].to(S.device)
     mu, log_var = (t.cpu() for t in vsm.encode(x))
     nu = log_var.exp()
-    obj = S.masks[:n_images].any(1) if S.masks is not None else torch.zeros(len(x), H, W, dtype=torch.bool)   # ImageNet: no masks
+    obj = S.masks[:n_images].any(1) if S.masks is not None else torch.zeros(len(x), H, W, dtype=torch.bool)  # ImageNet: no masks
     sq = mu[:, None] + nu[:, None].sqrt() * torch.randn(len(x), 3, H, W, generator=torch.Generator().manual_seed(s))
     on, off = obj & ~frame, ~obj & ~frame
     nu_on = (nu * on).flatten(1).sum(1) / on.flatten(1).sum(1).clamp_min(1)
     nu_off = (nu * off).flatten(1).sum(1) / off.flatten(1).sum(1).clamp_min(1)
     ok = (on.flatten(1).sum(1) > 0) & (off.flatten(1).sum(1) > 0)
     return dict(seed=s, vsm=vsm, x=x.cpu(), mu=mu, nu=nu, sq=sq, obj=obj, log_ratio=(nu_off.log() - nu_on.log())[ok].double())
+
 
 def posterior(S: VSMSetup, n_images: int = 200) -> list:
     "Per seed: μ, ν, three draws of q(s|x) and log(ν off the objects / on them) for the first `n_images` test images, from that seed's fitted VSM."
@@ -582,7 +881,9 @@ def posterior(S: VSMSetup, n_images: int = 200) -> list:
 def _bg_mean(t: Tensor, where: Tensor) -> Tensor:
     return (t * where).flatten(1).sum(1) / where.flatten(1).sum(1).clamp_min(1)
 
+
 _SIDES = ("top", "bottom", "left", "right")
+
 
 def _edge_artefacts(runs: list) -> dict:
     "ν on the 1-px edge vs the interior (fitted, and predicted by the mean-field KL optimum ν = 1/(P_h[i,i] P_w[j,j]) of the VSM's own prior); μ's border bands; the frame's share of VSM's top-k and arg-max pixels (measured cells)."
@@ -596,15 +897,22 @@ def _edge_artefacts(runs: list) -> dict:
     edge = torch.zeros(H, W, dtype=torch.bool)
     edge[0] = edge[-1] = True
     edge[:, 0] = edge[:, -1] = True
-    edge[0, 0] = edge[0, -1] = edge[-1, 0] = edge[-1, -1] = False                     # the outermost pixels, corners left out
+    edge[0, 0] = edge[0, -1] = edge[-1, 0] = edge[-1, -1] = False  # the outermost pixels, corners left out
 
     def ratio(r, part):
         bg = ~r["obj"]
         return (_bg_mean(r["nu"], bg & part) / _bg_mean(r["nu"], bg & ~frame)).double()
 
-    m = {"nu: mean-field KL optimum, 1-px edge / interior (predicted)": float(nu_star[edge].mean() / nu_star[~frame].mean()),
-         "nu: fitted, background 1-px edge / background interior": mean_se(_per_unit(runs, lambda r: ratio(r, edge).numpy()))}
-    sides = dict(top=(slice(0, 2), slice(None)), bottom=(slice(-2, None), slice(None)), left=(slice(None), slice(0, 2)), right=(slice(None), slice(-2, None)))
+    m = {
+        "nu: mean-field KL optimum, 1-px edge / interior (predicted)": float(nu_star[edge].mean() / nu_star[~frame].mean()),
+        "nu: fitted, background 1-px edge / background interior": mean_se(_per_unit(runs, lambda r: ratio(r, edge).numpy())),
+    }
+    sides = dict(
+        top=(slice(0, 2), slice(None)),
+        bottom=(slice(-2, None), slice(None)),
+        left=(slice(None), slice(0, 2)),
+        right=(slice(None), slice(-2, None)),
+    )
 
     def mu_side(r, sl):
         bg = ~r["obj"]
@@ -613,7 +921,9 @@ def _edge_artefacts(runs: list) -> dict:
         return ((_bg_mean(r["mu"], bg & part) - _bg_mean(r["mu"], bg & ~frame)) / r["mu"].flatten(1).std(1)).double()
 
     for side, sl in sides.items():
-        m[f"mu: background {side} band minus background interior (in sd of mu)"] = mean_se(_per_unit(runs, lambda r: mu_side(r, sl).numpy()))
+        m[f"mu: background {side} band minus background interior (in sd of mu)"] = mean_se(
+            _per_unit(runs, lambda r: mu_side(r, sl).numpy())
+        )
 
     def topk_on_frame(r):
         return (hard_topk(r["mu"].flatten(1), k).view(-1, H, W) * frame).flatten(1).sum(1).double() / (k * H * W)
@@ -625,6 +935,7 @@ def _edge_artefacts(runs: list) -> dict:
     m["mu: share of VSM's arg-max pixels on the 2-px frame"] = mean_se(_per_unit(runs, lambda r: argmax_on_frame(r).numpy()))
     m["frame's share of the image"] = float(frame.double().mean())
     return m
+
 
 def edge_fixes(S: VSMSetup, post: list, fixes=tuple(EDGE_FIXES)) -> dict:
     "The first seed's VSM refitted with each fix in `fixes` (names of `EDGE_FIXES`; same budget, same classifier), its posterior on the same test images: {fix: run}."
@@ -641,12 +952,17 @@ def edge_fixes(S: VSMSetup, post: list, fixes=tuple(EDGE_FIXES)) -> dict:
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #0b7f7c71
 def _edge_row(m: dict) -> dict:
-    bands = [m.get(f"mu: background {s} band minus background interior (in sd of mu)", {"mean": float("nan")})["mean"] for s in _SIDES]
-    return {"ν edge / interior, KL optimum": m["nu: mean-field KL optimum, 1-px edge / interior (predicted)"],
-            "ν edge / interior, fitted": m.get("nu: fitted, background 1-px edge / background interior"),
-            "largest μ band (sd of μ)": float(np.nanmax(np.abs(bands))) if np.isfinite(bands).any() else None,
-            "top-k on the 2-px frame": m["mu: share of VSM's top-k pixels on the 2-px frame"],
-            "arg-max on the 2-px frame": m["mu: share of VSM's arg-max pixels on the 2-px frame"]}
+    bands = [
+        m.get(f"mu: background {s} band minus background interior (in sd of mu)", {"mean": float("nan")})["mean"] for s in _SIDES
+    ]
+    return {
+        "ν edge / interior, KL optimum": m["nu: mean-field KL optimum, 1-px edge / interior (predicted)"],
+        "ν edge / interior, fitted": m.get("nu: fitted, background 1-px edge / background interior"),
+        "largest μ band (sd of μ)": float(np.nanmax(np.abs(bands))) if np.isfinite(bands).any() else None,
+        "top-k on the 2-px frame": m["mu: share of VSM's top-k pixels on the 2-px frame"],
+        "arg-max on the 2-px frame": m["mu: share of VSM's arg-max pixels on the 2-px frame"],
+    }
+
 
 def _edge_findings(res: Result) -> str:
     "Markdown: where the ν frame and the μ band come from and which fix flattens the frame most (generated from the result's measured cells and edge table)."
@@ -656,25 +972,37 @@ def _edge_findings(res: Result) -> str:
     pred_ratio = m["nu: mean-field KL optimum, 1-px edge / interior (predicted)"]
     band = {s: m.get(f"mu: background {s} band minus background interior (in sd of mu)", nan)["mean"] for s in _SIDES}
     worst = max(band, key=lambda s: abs(band[s]) if np.isfinite(band[s]) else -1)
-    tk, am = m["mu: share of VSM's top-k pixels on the 2-px frame"]["mean"], m["mu: share of VSM's arg-max pixels on the 2-px frame"]["mean"]
+    tk, am = (
+        m["mu: share of VSM's top-k pixels on the 2-px frame"]["mean"],
+        m["mu: share of VSM's arg-max pixels on the 2-px frame"]["mean"],
+    )
     fs = m["frame's share of the image"]
     if fit_r > 1 and pred_ratio > 1 and abs(math.log(fit_r) - math.log(pred_ratio)) < math.log(1.1):
         nu_why = "The fitted frame has the size the prior predicts (within 10%): the bright frame is the mean-field KL against the prior's boundary rows."
     elif fit_r > 1 and pred_ratio > 1 and fit_r > pred_ratio:
-        nu_why = (f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction: the prior's boundary rows explain "
-                  f"{math.log(pred_ratio) / math.log(fit_r):.0%} of it on a log scale, the rest comes from the encoder or the likelihood term (see the fixes below).")
+        nu_why = (
+            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction: the prior's boundary rows explain "
+            f"{math.log(pred_ratio) / math.log(fit_r):.0%} of it on a log scale, the rest comes from the encoder or the likelihood term (see the fixes below)."
+        )
     elif fit_r > 1 and pred_ratio > 1:
-        nu_why = (f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction, i.e. smaller than the prior alone implies: "
-                  "the likelihood term (the classifier's evidence) pulls the border's ν down; what remains of the frame is the prior's (see the fixes below).")
+        nu_why = (
+            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction, i.e. smaller than the prior alone implies: "
+            "the likelihood term (the classifier's evidence) pulls the border's ν down; what remains of the frame is the prior's (see the fixes below)."
+        )
     else:
         nu_why = "The fitted frame does not follow the prior's prediction (the encoder or the likelihood term shapes ν there; see the fixes below)."
-    lines = [f"- **ν frame.** With the {P[0]} prior ({P[2]} boundary) the KL's optimum predicts ν {pred_ratio:.2f}× larger on the outermost pixels "
-             f"(corners aside) than inside; the fitted ν on the background is {fit_r:.2f}× larger on the edge than in the interior. {nu_why}",
-             f"- **μ band.** The largest border offset of μ is on the **{worst}** side: {band[worst]:+.2f} sd of μ relative to the interior background "
-             f"(top {band['top']:+.2f}, bottom {band['bottom']:+.2f}, left {band['left']:+.2f}, right {band['right']:+.2f}). "
-             f"The frame holds {fs:.1%} of the pixels but {tk:.1%} of VSM's top-k pixels and {am:.1%} of its arg-max pixels, so the band "
-             + ("does not reach the top of the ranking: it does not affect keep-k, deletion/insertion at the top or the pointing game."
-                if tk <= fs and am <= fs else "reaches the top of the ranking and costs VSM on the metrics (see vsal_eval): a padding artefact of the encoder.")]
+    lines = [
+        f"- **ν frame.** With the {P[0]} prior ({P[2]} boundary) the KL's optimum predicts ν {pred_ratio:.2f}× larger on the outermost pixels "
+        f"(corners aside) than inside; the fitted ν on the background is {fit_r:.2f}× larger on the edge than in the interior. {nu_why}",
+        f"- **μ band.** The largest border offset of μ is on the **{worst}** side: {band[worst]:+.2f} sd of μ relative to the interior background "
+        f"(top {band['top']:+.2f}, bottom {band['bottom']:+.2f}, left {band['left']:+.2f}, right {band['right']:+.2f}). "
+        f"The frame holds {fs:.1%} of the pixels but {tk:.1%} of VSM's top-k pixels and {am:.1%} of its arg-max pixels, so the band "
+        + (
+            "does not reach the top of the ranking: it does not affect keep-k, deletion/insertion at the top or the pointing game."
+            if tk <= fs and am <= fs
+            else "reaches the top of the ranking and costs VSM on the metrics (see vsal_eval): a padding artefact of the encoder."
+        ),
+    ]
 
     def ratio(r):
         v = rows[r]["ν edge / interior, fitted"]
@@ -684,15 +1012,23 @@ def _edge_findings(res: Result) -> str:
         v = rows[r]["largest μ band (sd of μ)"]
         return v if v is not None else float("nan")
 
-    lines += [f"- **{r}**: ν on the edge is {ratio(r):.2f}× ν inside (the prior's KL optimum alone: "
-              f"{rows[r]['ν edge / interior, KL optimum']:.2f}×); μ's largest border band {band_of(r):.2f} sd; VSM's top-k on the frame "
-              f"{rows[r]['top-k on the 2-px frame']['mean']:.1%}." for r in rows]
+    lines += [
+        f"- **{r}**: ν on the edge is {ratio(r):.2f}× ν inside (the prior's KL optimum alone: "
+        f"{rows[r]['ν edge / interior, KL optimum']:.2f}×); μ's largest border band {band_of(r):.2f} sd; VSM's top-k on the frame "
+        f"{rows[r]['top-k on the 2-px frame']['mean']:.1%}."
+        for r in rows
+    ]
     best = min(rows, key=lambda r: abs(math.log(max(ratio(r), 1e-9))) + band_of(r) if np.isfinite(ratio(r)) else math.inf)
     fixes = list(rows)[1:]
-    lines.append(f"The variant that flattens the frame most is **{best}** (|log ratio| + band smallest). "
-                 + ("A zero boundary removes the prior's reason for a brighter frame; replicate padding removes the encoder's way of telling border "
-                    "pixels apart — where the fitted ratio exceeds the prior's optimum, the excess comes from the encoder (zero padding)."
-                    if len(fixes) > 1 else f"Only {fixes[0] if fixes else 'no fix'} was fitted (`fixes`); fit each fix alone to separate the two causes."))
+    lines.append(
+        f"The variant that flattens the frame most is **{best}** (|log ratio| + band smallest). "
+        + (
+            "A zero boundary removes the prior's reason for a brighter frame; replicate padding removes the encoder's way of telling border "
+            "pixels apart — where the fitted ratio exceeds the prior's optimum, the excess comes from the encoder (zero padding)."
+            if len(fixes) > 1
+            else f"Only {fixes[0] if fixes else 'no fix'} was fitted (`fixes`); fit each fix alone to separate the two causes."
+        )
+    )
     return "\n".join(lines)
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #10094dde
@@ -702,21 +1038,36 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
     measured, claims = dict(draws["measured"]), []
     H, W = draws["size"]
     measured["q: within-map neighbour corr of mu (mean)"] = mean_se(_per_unit(post, lambda r: _lag1(r["mu"]).double().numpy()))
-    measured["q: within-map neighbour corr of a draw s (mean)"] = mean_se(_per_unit(post, lambda r: _lag1(r["sq"][:, 0]).double().numpy()))
-    measured["q: log(mean nu off the objects / on them), frame excluded"] = mean_se(_per_unit(post, lambda r: r["log_ratio"].numpy()))
+    measured["q: within-map neighbour corr of a draw s (mean)"] = mean_se(
+        _per_unit(post, lambda r: _lag1(r["sq"][:, 0]).double().numpy())
+    )
+    measured["q: log(mean nu off the objects / on them), frame excluded"] = mean_se(
+        _per_unit(post, lambda r: r["log_ratio"].numpy())
+    )
     measured["q: final per-pixel KL (mean over seeds)"] = float(np.mean([r["vsm"].history[-1]["kl"] for r in post]))
     measured |= _hit_cells(S, seeds, mean=False)
     at_chance = _chance(S, seeds)
-    key, text = "posterior/nu-off-over-on", "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)"
+    key, text = (
+        "posterior/nu-off-over-on",
+        "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)",
+    )
     ev = dict(paper_claim="vsal/uncertainty", role="evidence")
     if at_chance:
         claims.append(not_evaluable(key, text, at_chance, n=len(post), **ev))
     elif S.masks is None:
         claims.append(not_evaluable(key, text, "the ImageNet folder layout has no object masks", n=len(post), **ev))
     else:
-        claims.append(claim(key, text, _per_unit(post, lambda r: r["log_ratio"].numpy()), units=_units(post), **ev,
-                            detail=f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; "
-                                   f"{run.budget['data']}, {len(post[0]['x'])} test images per seed"))
+        claims.append(
+            claim(
+                key,
+                text,
+                _per_unit(post, lambda r: r["log_ratio"].numpy()),
+                units=_units(post),
+                **ev,
+                detail=f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; "
+                f"{run.budget['data']}, {len(post[0]['x'])} test images per seed",
+            )
+        )
     measured |= _edge_artefacts(post)
     P = post[0]["vsm"].prior
     boundary = "free" if not isinstance(S.settings["prior"], SoftTVPrior) else S.settings["prior"].boundary
@@ -724,22 +1075,47 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
     for fix, r in fixed.items():
         rows[fix] = _edge_row(_edge_artefacts([r]))
         measured |= {f"edge fix, {fix}: {col}": v for col, v in rows[fix].items() if v is not None}
-    measured = {k: v for k, v in measured.items() if not (isinstance(v, dict) and not np.isfinite(v["mean"]))}   # a band with no background pixels
-    table = {name: {"neighbour corr (draws)": measured[f"{name}: neighbour corr (samples)"],
-                    "neighbour corr (implied)": measured[f"{name}: neighbour corr (implied)"],
-                    "marginal var at centre": measured[f"{name}: marginal var at centre (samples)"]} for name in draws["corr"]}
+    measured = {
+        k: v for k, v in measured.items() if not (isinstance(v, dict) and not np.isfinite(v["mean"]))
+    }  # a band with no background pixels
+    table = {
+        name: {
+            "neighbour corr (draws)": measured[f"{name}: neighbour corr (samples)"],
+            "neighbour corr (implied)": measured[f"{name}: neighbour corr (implied)"],
+            "marginal var at centre": measured[f"{name}: marginal var at centre (samples)"],
+        }
+        for name in draws["corr"]
+    }
     title = f"Prior draws ({draws['n_samples']} per prior, {H}×{W} maps); {_hit_text(S, seeds)}"
     edge_title = "Edge artefacts before and after the fixes (first seed's VSM refitted with the same budget)"
-    extra = dict(data=run.budget["data"], model=S.model_name, vsm_history={r["seed"]: r["vsm"].history for r in post},
-                 prior=[P.kind, P.strength, P.boundary], edge_rows=rows,
-                 settings=S.settings_record(n_eval=len(post[0]["x"]), n_samples=draws["n_samples"], fixes=list(fixed)))
-    res = Result(run, tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="prior"),
-                              paper_table(rows, title=edge_title, decimals=3, corner="variant")],
-                 measured=measured, paper=PAPER_TABLE, claims=claims, extra=extra, stand_ins=_stand_ins(S, seeds))
+    extra = dict(
+        data=run.budget["data"],
+        model=S.model_name,
+        vsm_history={r["seed"]: r["vsm"].history for r in post},
+        prior=[P.kind, P.strength, P.boundary],
+        edge_rows=rows,
+        settings=S.settings_record(n_eval=len(post[0]["x"]), n_samples=draws["n_samples"], fixes=list(fixed)),
+    )
+    res = Result(
+        run,
+        tables=[
+            paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="prior"),
+            paper_table(rows, title=edge_title, decimals=3, corner="variant"),
+        ],
+        measured=measured,
+        paper=PAPER_TABLE,
+        claims=claims,
+        extra=extra,
+        stand_ins=_stand_ins(S, seeds),
+    )
     res.extra["edge_findings"] = _edge_findings(res)
-    res.tables.append("**Where the edge artefacts come from, and what fixes them** (generated from the measurements)\n\n" + res.extra["edge_findings"])
+    res.tables.append(
+        "**Where the edge artefacts come from, and what fixes them** (generated from the measurements)\n\n"
+        + res.extra["edge_findings"]
+    )
     diagnose(res, RULES)
     return res
+
 
 def _why_posterior(res: Result, c: dict) -> str:
     "ν is not larger off the objects: the measured log ratio, the fitted ν frame and the VSM's final KL."
@@ -748,9 +1124,12 @@ def _why_posterior(res: Result, c: dict) -> str:
     if c["effect"] is None or lr is None:
         return ""
     fr = m.get("nu: fitted, background 1-px edge / background interior", {"mean": float("nan")})["mean"]
-    return (f"log(ν off / ν on) = {lr['mean']:+.3f} ± {lr['se']:.3f} over {lr['n']} images; the fitted ν is {fr:.2f}× larger on the "
-            f"background's edge than inside and the fit ended at a per-pixel KL of {m['q: final per-pixel KL (mean over seeds)']:.2f}: "
-            "ν follows the prior's boundary rows and the KL more than the objects.")
+    return (
+        f"log(ν off / ν on) = {lr['mean']:+.3f} ± {lr['se']:.3f} over {lr['n']} images; the fitted ν is {fr:.2f}× larger on the "
+        f"background's edge than inside and the fit ended at a per-pixel KL of {m['q: final per-pixel KL (mean over seeds)']:.2f}: "
+        "ν follows the prior's boundary rows and the KL more than the objects."
+    )
+
 
 RULES |= {"posterior": _why_posterior}
 
@@ -759,6 +1138,7 @@ def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
     "Rows 1–3: draws from each prior; then a test image (true class), μ, ν and two draws of q(s|x), for two test images as fitted and for the first one after the last edge fix."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
+
     r0, samples = post[0], draws["samples"]
     shown = [(r0, i, "as fitted") for i in range(min(2, len(r0["x"])))] + [(r, 0, fix) for fix, r in list(fixed.items())[-1:]]
     fig, axes = plt.subplots(len(samples) + len(shown), 5, figsize=(10, 2 * (len(samples) + len(shown))), squeeze=False)
@@ -771,15 +1151,24 @@ def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
         axes[i, 0].set_ylabel(f"prior {name}\n(colour ±2.5 sd)", fontsize=8)
     for row, (r, i, label) in enumerate(shown, start=len(samples)):
         v = float(r["mu"][i].abs().max())
-        panels = [(f"input: {S.true_names(i)}", None), ("μ (0 = white)", r["mu"][i]), ("ν (brighter = more uncertain)", r["nu"][i]),
-                  ("s ~ q", r["sq"][i, 0]), ("s ~ q", r["sq"][i, 1])]
+        panels = [
+            (f"input: {S.true_names(i)}", None),
+            ("μ (0 = white)", r["mu"][i]),
+            ("ν (brighter = more uncertain)", r["nu"][i]),
+            ("s ~ q", r["sq"][i, 0]),
+            ("s ~ q", r["sq"][i, 1]),
+        ]
         for j, (name, t) in enumerate(panels):
             ax = axes[row, j]
             if t is None:
                 im = to_image(r["x"][i], S.mean, S.std)
                 ax.imshow(im, cmap="gray" if im.ndim == 2 else None, vmin=0, vmax=1)
             else:
-                ax.imshow(t, cmap="magma" if name.startswith("ν") else "RdBu_r", **({} if name.startswith("ν") else dict(vmin=-v, vmax=v)))
+                ax.imshow(
+                    t,
+                    cmap="magma" if name.startswith("ν") else "RdBu_r",
+                    **({} if name.startswith("ν") else dict(vmin=-v, vmax=v)),
+                )
             ax.set_title(name, fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
@@ -792,9 +1181,11 @@ def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
 def _kl_rows(po: Tensor, pp: Tensor) -> Tensor:
     return (po * (po.clamp_min(1e-12).log() - pp.clamp_min(1e-12).log())).sum(1)
 
+
 def _keep(clf, x, m):
     with torch.no_grad():
         return F.softmax(clf(m[:, None] * x), 1)
+
 
 def _pipeline_seed(S: VSMSetup, s: int, n_images: int) -> dict:
     k, clf, vsm = S.settings["k"], S.classifiers[s], S.vsm(s)
@@ -802,19 +1193,30 @@ def _pipeline_seed(S: VSMSetup, s: int, n_images: int) -> dict:
     p = vsm.pipeline(x, generator=torch.Generator(device=S.device).manual_seed(s))
     gr = torch.Generator().manual_seed(1000 + s)
     n, shp = len(x), x.shape[2:]
-    masks = {"VSM hard top-k": hard_topk(p["s"].flatten(1), k).view(n, *shp),
-             "random mask": hard_topk(torch.rand(n, shp.numel(), generator=gr).to(S.device), k).view(n, *shp),
-             "brightest pixels": hard_topk(x.sum(1).flatten(1), k).view(n, *shp)}
+    masks = {
+        "VSM hard top-k": hard_topk(p["s"].flatten(1), k).view(n, *shp),
+        "random mask": hard_topk(torch.rand(n, shp.numel(), generator=gr).to(S.device), k).view(n, *shp),
+        "brightest pixels": hard_topk(x.sum(1).flatten(1), k).view(n, *shp),
+    }
     probs = {"VSM soft mask": p["p_perturb"]} | {name: _keep(clf, x, m) for name, m in masks.items()}
     kl = {name: _kl_rows(p["p_origin"], q).cpu() for name, q in probs.items()}
     top1 = p["p_origin"].argmax(1)
     kept = {name: (q.argmax(1) == top1).double().cpu() for name, q in probs.items()}
-    return dict(seed=s, vsm=vsm, p={key: v.cpu() for key, v in p.items()}, x=x.cpu(), kl=kl, kept=kept,
-                mask_sum=float(p["mask"].flatten(1).sum(1).mean() / (k * shp.numel())))
+    return dict(
+        seed=s,
+        vsm=vsm,
+        p={key: v.cpu() for key, v in p.items()},
+        x=x.cpu(),
+        kl=kl,
+        kept=kept,
+        mask_sum=float(p["mask"].flatten(1).sum(1).mean() / (k * shp.numel())),
+    )
+
 
 def pipeline_runs(S: VSMSetup, n_images: int = 300) -> list:
     "Per seed: Figure 1's pipeline on the first `n_images` test images, and the KL and kept top-1 under VSM's soft and hard top-k masks, a random mask and the brightest pixels."
     return [_pipeline_seed(S, s, n_images) for s in S.seeds]
+
 
 def pipeline_result(S: VSMSetup, runs: list) -> Result:
     "vsal_schematic's table (masks × KL ↓, top-1 kept ↑), measured cells and claims: VSM's hard top-k keeps the prediction better than a random mask (evidence for `vsal/mask-keeps-prediction`) and than the brightest pixels (a diagnostic: is VSM more than intensity?), with their diagnoses."
@@ -827,25 +1229,56 @@ def pipeline_result(S: VSMSetup, runs: list) -> Result:
     measured |= _hit_cells(S, seeds, mean=False)
     at_chance = _chance(S, seeds)
     claims = []
-    for key, ctrl, what, role in (("pipeline/vsm-over-random", "random mask", "a random mask of the same size", "evidence"),
-                                  ("pipeline/vsm-over-brightest", "brightest pixels", "the same number of brightest pixels (the trivial baseline)",
-                                   "diagnostic")):
-        text = ("diagnostic: " if role == "diagnostic" else "") + f"after training, VSM's hard top-k mask preserves the prediction better (lower KL) than {what}"
+    for key, ctrl, what, role in (
+        ("pipeline/vsm-over-random", "random mask", "a random mask of the same size", "evidence"),
+        (
+            "pipeline/vsm-over-brightest",
+            "brightest pixels",
+            "the same number of brightest pixels (the trivial baseline)",
+            "diagnostic",
+        ),
+    ):
+        text = (
+            "diagnostic: " if role == "diagnostic" else ""
+        ) + f"after training, VSM's hard top-k mask preserves the prediction better (lower KL) than {what}"
         kw = dict(paper_claim="vsal/mask-keeps-prediction", role=role)
         if at_chance:
             claims.append(not_evaluable(key, text, at_chance, n=len(runs), **kw))
         else:
-            claims.append(claim(key, text, _per_unit(runs, lambda r: paired(r["kl"][ctrl], r["kl"]["VSM hard top-k"])), units=units,
-                                detail=f"{run.budget['data']}, {S.model_name}, k={k}, {n_images} test images per seed", **kw))
-    table = {n: {"KL(p_origin ‖ p_perturb) ↓": measured[f"KL(p_origin||p_perturb), {n}"], "top-1 kept ↑": measured[f"top-1 kept, {n}"]} for n in names}
+            claims.append(
+                claim(
+                    key,
+                    text,
+                    _per_unit(runs, lambda r: paired(r["kl"][ctrl], r["kl"]["VSM hard top-k"])),
+                    units=units,
+                    detail=f"{run.budget['data']}, {S.model_name}, k={k}, {n_images} test images per seed",
+                    **kw,
+                )
+            )
+    table = {
+        n: {"KL(p_origin ‖ p_perturb) ↓": measured[f"KL(p_origin||p_perturb), {n}"], "top-1 kept ↑": measured[f"top-1 kept, {n}"]}
+        for n in names
+    }
     title = f"Figure-1 pipeline, kept fraction k = {k}; {_hit_text(S, seeds)}"
-    extra = dict(data=run.budget["data"], model=S.model_name, vsm_history={r["seed"]: r["vsm"].history for r in runs},
-                 vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in runs])) for key in ("loss", "likelihood")},
-                 settings=S.settings_record(n_eval=n_images))
-    res = Result(run, tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="mask")], measured=measured,
-                 paper=PAPER_TABLE, claims=claims, extra=extra, stand_ins=_stand_ins(S, seeds))
+    extra = dict(
+        data=run.budget["data"],
+        model=S.model_name,
+        vsm_history={r["seed"]: r["vsm"].history for r in runs},
+        vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in runs])) for key in ("loss", "likelihood")},
+        settings=S.settings_record(n_eval=n_images),
+    )
+    res = Result(
+        run,
+        tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="mask")],
+        measured=measured,
+        paper=PAPER_TABLE,
+        claims=claims,
+        extra=extra,
+        stand_ins=_stand_ins(S, seeds),
+    )
     diagnose(res, RULES)
     return res
+
 
 def _why_pipeline(res: Result, c: dict) -> str:
     "VSM's mask keeps the prediction no better than a control: the kept top-1 per mask and where VSM's fit ended."
@@ -855,6 +1288,7 @@ def _why_pipeline(res: Result, c: dict) -> str:
     f = res.extra["vsm_final"]
     return f"top-1 kept: {kept}; VSM's fit ended at loss {f['loss']:.4f} (likelihood term {f['likelihood']:.4f})."
 
+
 RULES |= {"pipeline": _why_pipeline}
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #6ed214d6
@@ -862,10 +1296,18 @@ def pipeline_figure(S: VSMSetup, runs: list, n: int = 4):
     "Figure 1 for `n` test images of the first seed: input (true class), μ, ν, a sample s, its top-k mask, the perturbed image and both predictive distributions."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
+
     r0 = runs[0]
     p = r0["p"]
     n = min(n, len(r0["x"]))
-    rows = [("input", r0["x"]), ("μ", p["mu"]), ("ν", p["var"]), ("sample s", p["s"]), ("top-k mask", p["mask"]), ("perturbed", p["perturbed"])]
+    rows = [
+        ("input", r0["x"]),
+        ("μ", p["mu"]),
+        ("ν", p["var"]),
+        ("sample s", p["s"]),
+        ("top-k mask", p["mask"]),
+        ("perturbed", p["perturbed"]),
+    ]
     fig, axes = plt.subplots(n, len(rows) + 1, figsize=(2.0 * (len(rows) + 1), 2.0 * n), squeeze=False)
     top = min(10, p["p_origin"].shape[1])
     for i in range(n):
@@ -885,7 +1327,7 @@ def pipeline_figure(S: VSMSetup, runs: list, n: int = 4):
                 ax.set_title(name + (" (0 = white)" if name == "μ" else ""), fontsize=9)
         axes[i, 0].set_ylabel(f"true {S.true_names(i)}", fontsize=7)
         ax = axes[i, -1]
-        c = p["p_origin"][i].topk(top).indices         # the classifier's top classes on the original image
+        c = p["p_origin"][i].topk(top).indices  # the classifier's top classes on the original image
         pos = torch.arange(len(c))
         ax.bar(pos - 0.2, p["p_origin"][i][c], 0.4, label="original")
         ax.bar(pos + 0.2, p["p_perturb"][i][c], 0.4, label="perturbed")
