@@ -134,7 +134,7 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 def git_commit(folder=None) -> str | None:
-    "The commit checked out where attribkit's source lives (`folder`), with '+dirty' when its tracked files differ; None outside a git checkout."
+    "The commit checked out where attribkit's source lives (`folder`), with '+dirty' when its code (attribkit/, nbs/) differs from it; None outside a git checkout."
     import subprocess
     import attribkit
     folder = Path(folder or Path(attribkit.__file__).parent)
@@ -142,7 +142,8 @@ def git_commit(folder=None) -> str | None:
         run = lambda *a: subprocess.run(["git", "-C", str(folder), *a], capture_output=True, text=True, timeout=10)
         head = run("rev-parse", "HEAD")
         if head.returncode != 0: return None
-        dirty = run("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        top = run("rev-parse", "--show-toplevel").stdout.strip()
+        dirty = run("-C", top, "status", "--porcelain", "--untracked-files=no", "--", "attribkit", "nbs").stdout.strip()   # the code, not the record it writes
         return head.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError): return None
 
