@@ -109,10 +109,13 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
         link = f" · [details]({pages[prefix]})" if prefix in pages else ""
         lines += ["", f"## {md_escape(title)}", "", f"{_counts_line(mine)}{link}", "", registry_table(mine, rs)]
     if paper_results:
-        lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "", "| results | claims | holds | fails | inconclusive | not evaluable |", "|---|---|---:|---:|---:|---:|"]
+        lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "",
+                  "| results | paper claims (verdict, support) | notebook claims (holds · fails · inconclusive · not evaluable) |", "|---|---|---|"]
         for name, d in paper_results.items():
-            k = count_verdicts(d["claims"])
-            lines.append(f"| {md_escape(name)} · {md_escape(str(d['extra'].get('model', '')))} | {len(d['claims'])} | " + " | ".join(str(k[v]) for v in VERDICTS) + " |")
+            pcs = {c.get("paper_claim") for c in d["claims"]}
+            mine = [r for r in paper_claim_rows(registry, {d["name"]: d}) if r["id"] in pcs]
+            verdicts = "; ".join(f"`{r['id']}`: **{r['verdict']}** ({md_escape(r['support'])})" for r in mine) or "— (written before claim keys)"
+            lines.append(f"| {md_escape(name)} · {md_escape(str(d['extra'].get('model', '')))} | {verdicts} | {fmt_counts(count_verdicts(d['claims']))} |")
     lines += ["", "## Notebooks", "", "| notebook | status | notebook claims (holds · fails · inconclusive · not evaluable) | wall time (s) |", "|---|---|---|---:|"]
     for r in records:
         d = rs[r["name"]]
