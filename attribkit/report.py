@@ -159,7 +159,7 @@ def compare_records(old_dir, new_dir) -> list[str]:
     out = []
     for new in sorted(new_dir.glob("*.json")):
         old = old_dir / new.name
-        if new.name == "paper_claims.json" or not old.exists(): continue
+        if new.name == "paper_claims.json" or new.name.startswith(".") or not old.exists(): continue
         try: a, b = load_results(old), load_results(new)
         except ValueError as e:
             out.append(f"{new.stem}: cannot compare ({e})"); continue
