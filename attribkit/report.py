@@ -172,6 +172,7 @@ def compare_records(old_dir, new_dir) -> list[str]:
     if pa.exists() and pb.exists():
         va = {r["id"]: r["verdict"] for r in json.loads(pa.read_text(encoding="utf-8"))}
         for r in json.loads(pb.read_text(encoding="utf-8")):
+            if not r["evidence"]: continue   # its notebooks did not run here (e.g. --only)
             if va.get(r["id"], "absent") != r["verdict"]: out.append(f"paper claim {r['id']}: {va.get(r['id'], 'absent')} → {r['verdict']}")
     return sorted(out)
 

@@ -318,3 +318,16 @@ def test_ctrl_c_exits_130_with_a_resume_hint(monkeypatch, capsys):
     except KeyboardInterrupt: pytest.fail("Ctrl-C escaped main() with a traceback")
     assert rc == 130
     assert "interrupted; the finished notebooks are kept, the same command runs the rest" in capsys.readouterr().err
+
+
+def test_compare_lists_changed_verdicts_by_key(tmp_path):
+    "`compare_records` names each notebook claim whose verdict changed (by key) and skips paper claims whose notebooks did not run."
+    from attribkit.report import compare_records
+    from attribkit.results import save_results
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, e in ((a, [1.0, 1.1, 0.9]), (b, [1.0, -1.0, 0.2])):
+        save_results("nb", {"x": 1.0}, {}, [claim("k/one", "one", e, units="seeds"), claim("k/two", "two", [1.0, 1.1, 0.9], units="seeds")],
+                     "cpu", 0, out_dir=d)
+    (a / "paper_claims.json").write_text(json.dumps([{"id": "p/x", "verdict": "holds", "evidence": ["nb:k/one"]}]))
+    (b / "paper_claims.json").write_text(json.dumps([{"id": "p/x", "verdict": "not evaluable", "evidence": []}]))
+    assert compare_records(a, b) == ["nb:k/one: holds → inconclusive"]
