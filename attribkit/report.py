@@ -79,12 +79,12 @@ def registry_table(rows: list[dict], results: dict) -> str:
 
 def _status(r: dict, d: dict | None) -> str:
     if r["status"] != "reused" or not d: return r["status"]
-    commit = ((d.get("provenance") or {}).get("commit") or "no commit")[:12]
+    commit = (d["versions"].get("commit") or "no commit")[:12]
     return f"reused ({commit}, {d['created'][:10]})"
 
 def _snapshot(ds: list[dict]) -> str:
     "The commit and code fingerprint the results share, or 'mixed …' when they were made with different code."
-    prov = {((d.get("provenance") or {}).get("commit"), (d.get("provenance") or {}).get("code", "")[:12]) for d in ds if d}
+    prov = {(d["versions"].get("commit"), (d.get("provenance") or {}).get("code", "")[:12]) for d in ds if d}
     if len(prov) == 1:
         commit, code = prov.pop()
         return f"one snapshot: commit `{(commit or 'none')[:12]}`, code `{code}`"

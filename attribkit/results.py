@@ -98,10 +98,11 @@ def validate_results(d: dict) -> dict:
         raise ValueError(f"`wall_time` must be null or seconds >= 0, got {wt!r}")
     if not isinstance(d["created"], str): raise ValueError(f"`created` must be an ISO time string, got {d['created']!r}")
     if not isinstance(d["extra"], dict): raise ValueError(f"`extra` must be a dict, got {type(d['extra']).__name__}")
-    p = d.get("provenance", {"commit": None, "code": "", "seeds": []})
-    if (not isinstance(p, dict) or set(p) != {"commit", "code", "seeds"} or not isinstance(p["code"], str)
-            or not (p["commit"] is None or isinstance(p["commit"], str)) or not isinstance(p["seeds"], list)):
-        raise ValueError(f"`provenance` must be {{'commit': str or null, 'code': fingerprint, 'seeds': [int]}}, got {p!r}")
+    if not (v.get("commit") is None or isinstance(v["commit"], str)):
+        raise ValueError(f"`versions['commit']` must be the git commit or null, got {v['commit']!r}")
+    p = d.get("provenance", {"code": "", "seeds": []})
+    if not isinstance(p, dict) or set(p) != {"code", "seeds"} or not isinstance(p["code"], str) or not isinstance(p["seeds"], list):
+        raise ValueError(f"`provenance` must be {{'code': fingerprint, 'seeds': [int]}}, got {p!r}")
     return d
 
 def _verdict_2se(effect: float, se: float, n: int) -> str:
@@ -148,17 +149,18 @@ def git_commit(folder=None) -> str | None:
     except (OSError, subprocess.SubprocessError): return None
 
 def provenance(seeds) -> dict:
-    "`{'commit', 'code', 'seeds'}`: the git commit (or None), the code fingerprint and the seeds a result was made with."
-    return {"commit": git_commit(), "code": code_fingerprint(), "seeds": [int(s) for s in seeds]}
+    "`{'code', 'seeds'}`: the fingerprint of the code and the seeds a result was made with (its commit is in `versions`)."
+    return {"code": code_fingerprint(), "seeds": [int(s) for s in seeds]}
 
 def versions() -> dict:
-    "The software versions recorded in every results file: python, torch and attribkit."
+    "The software versions recorded in every results file: python, torch, attribkit and the git commit (`git_commit`, None outside a checkout)."
     import torch, attribkit
-    return {"python": platform.python_version(), "torch": str(torch.__version__), "attribkit": str(attribkit.__version__)}
+    return {"python": platform.python_version(), "torch": str(torch.__version__), "attribkit": str(attribkit.__version__),
+            "commit": git_commit()}
 
 def save_results(name: str, measured: dict, paper: dict, claims: list, scale: str, seed: int,
                  out_dir="results", wall_time: float | None = None, extra: dict | None = None, seeds=None) -> Path:
-    "Validate and atomically write `<out_dir>/<name>.json` (the results contract, with its provenance: commit, code fingerprint, `seeds` (default [seed])); return its path."
+    "Validate and atomically write `<out_dir>/<name>.json` (the results contract: `versions` with the commit, `provenance` with the code fingerprint and `seeds` (default [seed])); return its path."
     claims = _plain(list(claims), "`claims`") if isinstance(claims, (list, tuple)) else claims
     d = {"schema": SCHEMA_VERSION, "name": name, "scale": scale,
          "seed": int(seed) if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) else seed,

@@ -9,7 +9,7 @@ RESULTS = {p.stem: load_results(p) for p in sorted(CPU.glob("*.json")) if p.name
 
 def test_record_is_one_snapshot():
     "Every results file was made by the same commit and code (provenance), with the seeds it says."
-    prov = {(d["provenance"]["commit"], d["provenance"]["code"]) for d in RESULTS.values()}
+    prov = {(d["versions"]["commit"], d["provenance"]["code"]) for d in RESULTS.values()}
     assert len(RESULTS) >= 24 and len(prov) == 1, prov
     commit, _ = prov.pop()
     assert commit and not commit.endswith("+dirty"), commit

@@ -83,13 +83,14 @@ def good():
     return {"schema": 3, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
             "claims": [claim("a-below-paper", "a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
-            "created": "2026-01-01T00:00:00+00:00", "extra": {}, "provenance": {"commit": None, "code": "x", "seeds": [0]}}
+            "created": "2026-01-01T00:00:00+00:00", "extra": {}, "provenance": {"code": "x", "seeds": [0]}}
 
 
 @pytest.mark.parametrize("change, msg", [
     (lambda d: d.pop("seed"), "miss the keys"),
     (lambda d: d.update(foo=1), "unknown keys"),
     (lambda d: d.update(provenance={"commit": None}), "`provenance`"),
+    (lambda d: d["versions"].update(commit=3), "`versions['commit']`"),
     (lambda d: d["claims"][0].update(role="control?"), "['role']"),
     (lambda d: d.update(scale="huge"), "`scale`"),
     (lambda d: d.update(seed=True), "`seed`"),
