@@ -95,7 +95,7 @@ def bench(name, model, x, device, repeats, pilot, methods):
             steps = 50
             rows = (torch.linspace(0, 1, steps, device=device).view(-1, 1, 1, 1, 1) * x).reshape(steps * n, *x.shape[1:])
             trows = t.repeat(steps)
-            ours = lambda ibs=None: (lambda: IntegratedGradients(model, n_steps=steps, internal_batch_size=ibs).attribute(x, t))
+            ours = lambda ibs=None: (lambda: IntegratedGradients(model, n_steps=steps, internal_batch_size=ibs).attribute(x, target=t))
             if captum_attr is not None:
                 cig = captum_attr.IntegratedGradients(model)
                 capt = lambda ibs=None: (lambda: cig.attribute(x, target=t, n_steps=steps, internal_batch_size=ibs))
@@ -108,7 +108,7 @@ def bench(name, model, x, device, repeats, pilot, methods):
             rows = (x.unsqueeze(0) + 0.15 * torch.randn(ns, *x.shape, device=device)).reshape(ns * n, *x.shape[1:])
             trows = t.repeat(ns)
             ours = lambda ibs=None: (lambda: SmoothGrad(model, n_samples=ns, noise_level=0.15,
-                                                        internal_batch_size=ibs).attribute(x, t, seed=0))
+                                                        internal_batch_size=ibs).attribute(x, target=t, seed=0))
             if captum_attr is not None:
                 nt = captum_attr.NoiseTunnel(captum_attr.Saliency(model))
                 sd = float(0.15 * (x.max() - x.min()))
@@ -121,7 +121,7 @@ def bench(name, model, x, device, repeats, pilot, methods):
             nm = 4000
             rows = (x.unsqueeze(0) * torch.rand(nm, 1, 1, *x.shape[2:], device=device)).reshape(nm * n, *x.shape[1:])
             trows = t.repeat(nm)
-            ours = lambda ibs=None: (lambda: RISE(model).attribute(x, t, n_masks=nm, internal_batch_size=ibs, seed=0))
+            ours = lambda ibs=None: (lambda: RISE(model).attribute(x, target=t, n_masks=nm, internal_batch_size=ibs, seed=0))
             backward = False
         lb_size = sweep(lambda c: lower_bound_fn(model, rows, trows, c, backward), sizes(len(rows)), device, pilot)
         variants = {"ours": ours(), "ours_lbchunk": ours(lb_size), "lb": lower_bound_fn(model, rows, trows, lb_size, backward),

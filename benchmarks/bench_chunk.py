@@ -83,7 +83,7 @@ def child(args):
         lb_t[c] = min(timed(fn, cpu) for _ in range(1 if args.quick else 2))
     if args.curve:
         print(json.dumps({"name": args.child, "act_kib": activation_bytes(model, x) / 1024, "curve": lb_t})); return
-    ig = lambda ibs=None: (lambda: IntegratedGradients(model, n_steps=args.steps, internal_batch_size=ibs).attribute(x, t))
+    ig = lambda ibs=None: (lambda: IntegratedGradients(model, n_steps=args.steps, internal_batch_size=ibs).attribute(x, target=t))
     auto = ig()
     first = timed(auto, cpu)                         # the first automatic call: the cache rule's guess, tuning under way
     calls = 1

@@ -34,11 +34,11 @@ def bench(local_name, repeats, steps, batch):
     def passes():
         with model_scope(model):
             for _ in range(steps): local(model, x, t)
-    passes(); dga.attribute(x[:2], t[:2])  # warm-up
+    passes(); dga.attribute(x[:2], target=t[:2])  # warm-up
     rows = {"passes": [], "dga": [], "ref": []}
     for _ in range(repeats):
         rows["passes"].append(timed(passes))
-        rows["dga"].append(timed(lambda: dga.attribute(x, t)))
+        rows["dga"].append(timed(lambda: dga.attribute(x, target=t)))
         rows["ref"].append(timed(lambda: appendix_dga(x, model, t, local, 0.9, steps)))
     med = {k: statistics.median(v) for k, v in rows.items()}
     r_pass = statistics.median(d / p for d, p in zip(rows["dga"], rows["passes"]))

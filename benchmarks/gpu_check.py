@@ -53,7 +53,11 @@ def main(argv=None) -> int:
     if "reproduce" not in a.skip:
         with tempfile.TemporaryDirectory() as d:
             steps.append(step("reproduce smoke", [py, "-m", "attribkit.reproduce", "--scale", "smoke", "--device", "cuda",
-                                                  "--out", d, "--jobs", "1", "--force"], a.timeout))
+                                                  "--out", d, "--jobs", str(min(4, os.cpu_count() or 1)), "--force"], a.timeout))
+            summary = Path(d) / "summary.md"   # the failed notebooks with their failing cell and error, kept in the report
+            if summary.exists():
+                steps[-1]["failed"] = [l for l in summary.read_text().splitlines() if "| failed" in l]
+                for l in steps[-1]["failed"]: print("  " + l, flush=True)
     report = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "steps": steps}
     Path(a.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"gpu-check: wrote {a.out}")
