@@ -297,8 +297,8 @@ def _index_batches(data: Dataset, batches: list[list[int]]):
     else:
         for b in DataLoader(data, batch_sampler=batches): yield b[0], b[1]
 
-def _loss_fn(loss: str, out: Tensor, y: Tensor) -> Tensor:
-    if loss == "ce": return F.cross_entropy(out, y)
+def _loss_fn(loss: str, out: Tensor, y: Tensor, label_smoothing: float = 0.0) -> Tensor:
+    if loss == "ce": return F.cross_entropy(out, y, label_smoothing=label_smoothing)
     if loss == "bce":
         if not y.is_floating_point():
             y = y.float()[:, None] if out.shape[1] == 1 else F.one_hot(y, out.shape[1]).float()
@@ -316,11 +316,14 @@ def train(model: nn.Module, train_data: Dataset, epochs: int, lr: float = 0.05, 
           milestones: Sequence[int] | None = None, gamma: float = 0.1, seed: int = 0, device="auto",
           progress: bool = True, loss: str = "ce", test_data: Dataset | None = None,
           transform: Callable[[Tensor, torch.Generator], Tensor] | None = None,
-          checkpoint: str | os.PathLike | None = None) -> dict:
-    "Train `model` in place (seeded; data-parallel under torchrun); return a per-epoch history; the model ends in eval mode on its original device."
+          checkpoint: str | os.PathLike | None = None, label_smoothing: float = 0.0,
+          on_epoch: Callable[[int, dict], None] | None = None) -> dict:
+    "Train `model` in place (seeded; data-parallel under torchrun); return a per-epoch history; the model ends in eval mode on its original device. `schedule='onecycle'`: one-cycle (warm-up to `lr`, cosine down), stepped per batch; `on_epoch(epoch, history)` after each epoch (e.g. to print progress)."
     from tqdm.auto import tqdm
     if optimizer not in ("sgd", "adam"): raise ValueError(f"`optimizer` must be 'sgd' or 'adam', got {optimizer!r}")
-    if schedule not in ("cosine", "step", None): raise ValueError(f"`schedule` must be 'cosine', 'step' or None, got {schedule!r}")
+    if schedule not in ("cosine", "step", "onecycle", None):
+        raise ValueError(f"`schedule` must be 'cosine', 'step', 'onecycle' or None, got {schedule!r}")
+    if not 0 <= label_smoothing < 1: raise ValueError(f"`label_smoothing` must lie in [0, 1), got {label_smoothing}")
     if loss not in ("ce", "bce"): raise ValueError(f"`loss` must be 'ce' or 'bce', got {loss!r}")
     batch_size = check_positive_int(batch_size, "batch_size")
     p0 = next(model.parameters())
@@ -334,6 +337,10 @@ def train(model: nn.Module, train_data: Dataset, epochs: int, lr: float = 0.05, 
     elif schedule == "step":
         ms = list(milestones) if milestones is not None else [epochs // 2, (3 * epochs) // 4]
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=ms, gamma=gamma)
+    elif schedule == "onecycle":
+        steps = len(distributed.epoch_batches(len(train_data), batch_size, 0, seed))
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps, pct_start=0.25,
+                                                    cycle_momentum=optimizer == "sgd")
     else: sched = None
     hist = {"loss": [], "acc": [], "lr": [], "time": []}
     if test_data is not None: hist["test_acc"] = []
@@ -352,18 +359,20 @@ def train(model: nn.Module, train_data: Dataset, epochs: int, lr: float = 0.05, 
                 x, y = x.to(dev, p0.dtype if x.is_floating_point() else None), y.to(dev)
                 if transform is not None: x = transform(x, g)
                 out = net(x)
-                l = _loss_fn(loss, out, y)
+                l = _loss_fn(loss, out, y, label_smoothing)
                 opt.zero_grad(set_to_none=True); l.backward(); opt.step()
+                if schedule == "onecycle": sched.step()
                 sums += torch.tensor([l.item() * len(x), _correct(out.detach(), y), len(x)], dtype=torch.float64)
             tot, correct, n = distributed.all_reduce_sum(sums.to(dev) if dev.type == "cuda" else sums).tolist()
             hist["lr"].append(opt.param_groups[0]["lr"])
-            if sched is not None: sched.step()
+            if sched is not None and schedule != "onecycle": sched.step()
             hist["loss"].append(tot / n); hist["acc"].append(correct / n); hist["time"].append(time.perf_counter() - t0)
             if test_data is not None:
                 r = evaluate(model, test_data, topk=(1,), device=dev)
                 hist["test_acc"].append(r.get("top1", r.get("label_acc")))
             if checkpoint is not None: distributed.save_checkpoint(checkpoint, model, opt, sched, ep + 1, {"history": hist})
             bar.set_postfix(loss=f"{tot / n:.3f}", acc=f"{correct / n:.3f}")
+            if on_epoch is not None and distributed.is_main(): on_epoch(ep, hist)
     model.eval().to(home)
     return hist
 

@@ -12,7 +12,7 @@ from .results import fmt_claim, fmt_value, load_results, md_escape, table
 
 # %% auto #0
 __all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'paper_claim_rows', 'registry_table',
-           'summary_markdown', 'paper_page', 'compare_records', 'html_report', 'terminal_table']
+           'zoo_table', 'summary_markdown', 'paper_page', 'compare_records', 'html_report', 'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -90,9 +90,20 @@ def _snapshot(ds: list[dict]) -> str:
         return f"one snapshot: commit `{(commit or 'none')[:12]}`, code `{code}`"
     return f"mixed: {len(prov)} different commits or code fingerprints"
 
+def zoo_table(rows: list[dict]) -> str:
+    "The model zoo as a markdown table: stand-in, what it stands for, data, seeds, metric (mean and per seed), floor, training seconds per seed."
+    out = ["| stand-in | for | data | seeds | test accuracy % (mean; per seed) | floor % | at floor | train s / seed |",
+           "|---|---|---|---:|---|---:|---|---:|"]
+    for r in rows:
+        ok = all(v >= r["floor"] for v in r["values"])
+        per = ", ".join(f"{100 * v:.1f}" for v in r["values"])
+        out.append(f"| {md_escape(r['model'])} | {md_escape(r['stands_for'])} | {md_escape(r['data'])} | {r['seeds']} | "
+                   f"{100 * r['value']:.1f} ({per}) | {100 * r['floor']:.0f} | {'yes' if ok else '**no**'} | {r['train_seconds']:.0f} |")
+    return "\n".join(out)
+
 def summary_markdown(records: list[dict], params: dict, registry: dict | None = None, paper_results: dict | None = None,
-                     pages: dict | None = None) -> str:
-    "`summary.md`: per paper, the paper's registry claims with their verdicts (the first screen), the paper-scale results, then a line per notebook; `pages`: prefix → the per-paper page's file name."
+                     pages: dict | None = None, zoo: list[dict] | None = None) -> str:
+    "`summary.md`: per paper, the paper's registry claims with their verdicts (the first screen), the stand-ins (`zoo`: rows of `zoo.json`), the paper-scale results, then a line per notebook; `pages`: prefix → the per-paper page's file name."
     registry, pages = registry or {}, pages or {}
     rs = {r["name"]: record_results(r) for r in records}
     rows = paper_claim_rows(registry, rs)
@@ -108,6 +119,7 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
         mine = [r for r in rows if r["id"] in {pc.id for pc in registry[prefix][1]}]
         link = f" · [details]({pages[prefix]})" if prefix in pages else ""
         lines += ["", f"## {md_escape(title)}", "", f"{_counts_line(mine)}{link}", "", registry_table(mine, rs)]
+    if zoo: lines += ["", "## Stand-ins (the model zoo)", "", zoo_table(zoo)]
     if paper_results:
         lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "",
                   "| results | paper claims (verdict, support) | notebook claims (holds · fails · inconclusive · not evaluable) |", "|---|---|---|"]

@@ -15,8 +15,8 @@ from .report import (compare_records, fmt_counts, html_report, paper_claim_rows,
 
 # %% auto #0
 __all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
-           'input_key', 'run_notebook', 'run_all', 'write_reports', 'parse_value', 'list_notebooks', 'copy_notebooks',
-           'parse_args', 'main', 'dry_run']
+           'input_key', 'run_notebook', 'run_all', 'train_zoo_record', 'write_reports', 'parse_value', 'list_notebooks',
+           'copy_notebooks', 'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -203,6 +203,7 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     if dist_hooks is not None: return dist_hooks(notebooks, todo, params, out, root)
+    if scale == "cpu" and todo: train_zoo_record(out, params, jobs, progress)
     bar = None
     def finish(rec: dict, key: str):
         records[rec["name"]] = rec
@@ -236,6 +237,16 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     write_reports(nbs_dir, out, params, records)
     return ordered
 
+def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
+    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, printing a line per epoch; write `<out>/zoo.json`."
+    from attribkit.papers import zoo
+    t = time.perf_counter()
+    if progress: print(f"zoo: {sum(e.seeds for e in zoo.ZOO.values())} models ({len(zoo.ZOO)} stand-ins), {jobs} at a time", flush=True)
+    rows = zoo.zoo_rows(zoo.train_zoo(data_root=params["data_root"], jobs=jobs))
+    atomic_write(out / "zoo.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+    if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s", flush=True)
+    return rows
+
 def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
     "summary.md and the HTML report over every notebook with results in `out`: this run's records, then earlier results files."
     allrec = []
@@ -267,7 +278,8 @@ def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
     for f in sorted(paper_dir.glob("*.json")) if paper_dir.is_dir() and paper_dir != out else []:
         try: paper[f.stem] = load_results(f)
         except (ValueError, json.JSONDecodeError): continue
-    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages))
+    zoo_rows = json.loads((out / "zoo.json").read_text()) if (out / "zoo.json").exists() else None
+    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages, zoo_rows))
     html_report(allrec, params, out, figs)
 
 def _visible_gpu(local_rank: int) -> str | None:
