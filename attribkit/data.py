@@ -17,8 +17,8 @@ from .core import check_positive_int
 # %% auto #0
 __all__ = ['SHAPE_NAMES', 'FASHION_MNIST_STATS', 'FASHION_MNIST_CLASSES', 'FASHION_MNIST_FILES', 'DEBIAN_FASHION_MNIST',
            'CIFAR_STATS', 'IMAGENET_STATS', 'VOC_STATS', 'VOC_CLASSES', 'DataSplits', 'digits', 'moons', 'shapes',
-           'first', 'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'CIFARPickles', 'cifar10', 'cifar100',
-           'imagenet_folder', 'VOCMultiLabel', 'voc2012']
+           'first', 'fashion_mnist_dir', 'fashion_mnist', 'fashion_mosaics', 'fashion_canvases', 'CIFARPickles',
+           'cifar10', 'cifar100', 'imagenet_folder', 'VOCMultiLabel', 'voc2012']
 
 # %% ../nbs/01_data.ipynb #beabf103
 class DataSplits(NamedTuple):
@@ -253,24 +253,14 @@ def _place(items: Tensor, scale: Tensor, cx: Tensor, cy: Tensor, size: int) -> T
     grid = F.affine_grid(theta, (len(items), 1, size, size), align_corners=False)
     return F.grid_sample(items[:, None], grid, mode="bilinear", padding_mode="zeros", align_corners=False)[:, 0]
 
-def _mosaic_batch(pool_x: Tensor, pool_y: Tensor, n: int, size: int, max_items: int, clutter: int,
-                  g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-    "n canvases in [0,1] (n, size, size), multi-hot labels (n, 10) and class masks (n, 10, size, size)."
+def _items(pool_x: Tensor, pool_y: Tensor, n: int, size: int, max_items: int, gain_range: tuple[float, float],
+           g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    "The labelled items of n canvases: their painted pixels (n, size, size; 0 elsewhere), labels (n, 10), class masks (n, 10, size, size)."
     U = lambda *s: torch.rand(*s, generator=g)
-    pick = lambda k: torch.randint(len(pool_x), (k,), generator=g)
-    # background: `clutter` low-contrast fragments of other items (zoomed in, cut by a box) on a dim gradient
-    bg = 0.05 + 0.15 * F.interpolate(U(n, 1, 3, 3), size=(size, size), mode="bilinear", align_corners=False)[:, 0]
-    k = n * clutter
-    frag = _place(pool_x[pick(k)], 1.5 + 1.5 * U(k), size * U(k), size * U(k), size)
-    yy, xx = torch.arange(size).view(1, -1, 1), torch.arange(size).view(1, 1, -1)
-    w, x0, y0 = (8 + 12 * U(k)).view(-1, 1, 1), (size * U(k)).view(-1, 1, 1), (size * U(k)).view(-1, 1, 1)
-    box = ((xx - x0).abs() < w / 2) & ((yy - y0).abs() < w / 2)
-    frag = (frag * box * (0.25 + 0.35 * U(k)).view(-1, 1, 1)).view(n, clutter, size, size).amax(1)
-    img = torch.maximum(bg, frag)
-    # objects: 1..max_items items, free placement (may overlap; later ones occlude), scale and contrast jitter
+    # 1..max_items items, free placement (may overlap; later ones occlude), scale and contrast jitter
     n_items = torch.randint(1, max_items + 1, (n,), generator=g)
     m = n * max_items
-    idx = pick(m)
+    idx = torch.randint(len(pool_x), (m,), generator=g)
     obj = _place(pool_x[idx], 0.8 + 0.5 * U(m), size * (0.2 + 0.6 * U(m)), size * (0.2 + 0.6 * U(m)), size)
     obj = obj.view(n, max_items, size, size)
     sil = obj > 0.1                                              # an item's silhouette: its non-background pixels
@@ -281,31 +271,113 @@ def _mosaic_batch(pool_x: Tensor, pool_y: Tensor, n: int, size: int, max_items: 
         vis = (s_j & ~hidden).flatten(1).sum(1)
         present[:, j] &= vis >= 0.35 * s_j.flatten(1).sum(1).clamp(min=1)
         hidden |= sil[:, j] & present[:, j, None, None]
-    gain = (0.45 + 0.55 * U(n, max_items)).view(n, max_items, 1, 1)
+    gain = (gain_range[0] + gain_range[1] * U(n, max_items)).view(n, max_items, 1, 1)
     cls = pool_y[idx].view(n, max_items)
+    fg = torch.zeros(n, size, size)
     masks = torch.zeros(n, 10, size, size, dtype=torch.bool)
     for j in range(max_items):                                   # paint in order: item j occludes items < j
         s = sil[:, j] & present[:, j, None, None]
-        img = torch.where(s, obj[:, j] * gain[:, j], img)
+        fg = torch.where(s, obj[:, j] * gain[:, j], fg)
         masks &= ~s[:, None]
         masks[torch.arange(n), cls[:, j]] |= s
-    return img, masks.flatten(2).any(2).float(), masks
+    return fg, masks.flatten(2).any(2).float(), masks
 
-def fashion_mosaics(split: str = "train", n: int = 1000, size: int = 64, seed: int = 0, max_items: int = 3,
-                    clutter: int = 6, channels: int = 1, normalize: bool = True, data_root=None) -> TensorDataset:
-    "Seeded multi-label localisation set: Fashion-MNIST items of `split` on cluttered canvases → (image, labels (10,), masks (10, H, W))."
+def _mosaic_batch(pool_x: Tensor, pool_y: Tensor, n: int, size: int, max_items: int, clutter: int,
+                  g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    "Version 1: n canvases in [0,1] (n, size, size), multi-hot labels (n, 10) and class masks (n, 10, size, size)."
+    U = lambda *s: torch.rand(*s, generator=g)
+    pick = lambda k: torch.randint(len(pool_x), (k,), generator=g)
+    # background: `clutter` low-contrast fragments of other items (zoomed in, cut by a box) on a dim gradient
+    bg = 0.05 + 0.15 * F.interpolate(U(n, 1, 3, 3), size=(size, size), mode="bilinear", align_corners=False)[:, 0]
+    k = n * clutter
+    frag = _place(pool_x[pick(k)], 1.5 + 1.5 * U(k), size * U(k), size * U(k), size)
+    yy, xx = torch.arange(size).view(1, -1, 1), torch.arange(size).view(1, 1, -1)
+    w, x0, y0 = (8 + 12 * U(k)).view(-1, 1, 1), (size * U(k)).view(-1, 1, 1), (size * U(k)).view(-1, 1, 1)
+    box = ((xx - x0).abs() < w / 2) & ((yy - y0).abs() < w / 2)
+    frag = (frag * box * (0.25 + 0.35 * U(k)).view(-1, 1, 1)).view(n, clutter, size, size).amax(1)
+    fg, labels, masks = _items(pool_x, pool_y, n, size, max_items, (0.45, 0.55), g)   # bright items, gain 0.45–1
+    return torch.where(masks.any(1), fg, torch.maximum(bg, frag)), labels, masks
+
+# %% ../nbs/01_data.ipynb #b96f9d81
+def _scramble(items: Tensor, block: int, g: torch.Generator) -> Tensor:
+    "Items (M, 28, 28) with their (28/`block`)² blocks shuffled, per item: an item's texture and contrast without its shape."
+    M, b = len(items), 28 // block
+    t = items.view(M, b, block, b, block).transpose(2, 3).reshape(M, b * b, block, block)
+    t = t[torch.arange(M)[:, None], torch.rand(M, b * b, generator=g).argsort(1)]
+    return t.view(M, b, b, block, block).transpose(2, 3).reshape(M, 28, 28)
+
+def _clutter(pool_x: Tensor, fg: Tensor, objects: Tensor, clutter: int, g: torch.Generator) -> Tensor:
+    "Version 2's canvas behind the items (n, S, S): a texture with the items' own intensity histogram and `clutter` full-contrast distractors."
+    n, S = objects.shape[0], objects.shape[-1]
+    U = lambda *s: torch.rand(*s, generator=g)
+    # background: a smooth two-scale random texture whose p-quantile pixel takes the p-quantile value of the canvas's object pixels
+    tex = F.interpolate(torch.randn(n, 1, 8, 8, generator=g), size=(S, S), mode="bicubic", align_corners=False) \
+        + 0.5 * F.interpolate(torch.randn(n, 1, 16, 16, generator=g), size=(S, S), mode="bilinear", align_corners=False)
+    p = (tex.flatten(1).argsort(1).argsort(1).double() + 0.5) / (S * S)          # the texture's ranks in (0, 1)
+    on, cnt = objects.flatten(1), objects.flatten(1).sum(1, keepdim=True)
+    vals = torch.where(on, fg.flatten(1), torch.full_like(on, float("inf"), dtype=fg.dtype)).sort(1).values
+    q = (p * cnt).long().minimum((cnt - 1).clamp(min=0))
+    img = torch.where(cnt > 0, vals.gather(1, q), torch.full_like(vals[:, :1], 0.5)).view(n, S, S)
+    # distractors: items of the same pool, half block-scrambled (whole item, no shape), half fragments (zoomed 1.5–2.5×, cut
+    # by a 10–20 px box); painted only where the item is (> 0.1), at the items' gain, so their pixels are item pixels too
+    k = n * clutter
+    src = pool_x[torch.randint(len(pool_x), (k,), generator=g)]
+    scr = U(k) < 0.5
+    src = torch.where(scr.view(-1, 1, 1), _scramble(src, 7, g), src)
+    d = _place(src, torch.where(scr, 0.9 + 0.4 * U(k), 1.5 + U(k)), S * U(k), S * U(k), S)
+    yy, xx = torch.arange(S).view(1, -1, 1), torch.arange(S).view(1, 1, -1)
+    w, x0, y0 = (10 + 10 * U(k)).view(-1, 1, 1), (S * U(k)).view(-1, 1, 1), (S * U(k)).view(-1, 1, 1)
+    keep = (d > 0.1) & ((((xx - x0).abs() < w / 2) & ((yy - y0).abs() < w / 2)) | scr.view(-1, 1, 1))
+    d, keep = (d * (0.7 + 0.3 * U(k)).view(-1, 1, 1)).view(n, clutter, S, S), keep.view(n, clutter, S, S)
+    for j in range(clutter): img = torch.where(keep[:, j], d[:, j], img)
+    return img
+
+def _canvas_batch(pool_x: Tensor, pool_y: Tensor, n: int, size: int, max_items: int, clutter: int,
+                  g: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    "Version 2: n canvases in [0,1] (n, size, size), multi-hot labels (n, 10) and class masks (n, 10, size, size)."
+    fg, labels, masks = _items(pool_x, pool_y, n, size, max_items, (0.7, 0.3), g)    # full-contrast items, gain 0.7–1
+    objects = masks.any(1)
+    return torch.where(objects, fg, _clutter(pool_x, fg, objects, clutter, g)), labels, masks
+
+# %% ../nbs/01_data.ipynb #902c103c
+def _fashion_pool(split: str, size: int, n: int, seed: int, clutter: int, version: int, data_root) -> tuple[Tensor, Tensor, torch.Generator]:
+    "Check the common arguments; the split's items in [0,1], its labels and the seeded generator."
     if split not in ("train", "test"): raise ValueError(f"`split` must be 'train' or 'test', got {split!r}")
     if size < 32: raise ValueError(f"`size` must be >= 32 (items are about 22–36 px), got {size}")
-    if not 1 <= max_items <= 6: raise ValueError(f"`max_items` must lie in [1, 6], got {max_items}")
+    if version not in (1, 2): raise ValueError(f"`version` must be 1 (the first canvases) or 2 (intensity-matched clutter), got {version!r}")
+    if isinstance(clutter, bool) or not isinstance(clutter, int) or clutter < (1 if version == 1 else 0):
+        raise ValueError(f"`clutter` must be an int >= {1 if version == 1 else 0} for version {version} (the number of distractors per "
+                         f"canvas), got {clutter!r}")
     check_positive_int(n, "n")
     xtr, ytr, xte, yte = _fashion_raw(fashion_mnist_dir(data_root))
     pool_x, pool_y = (xtr, ytr) if split == "train" else (xte, yte)
-    pool_x = pool_x.float() / 255
-    g = torch.Generator().manual_seed(int(seed) * 2 + (split == "test"))
-    parts = [_mosaic_batch(pool_x, pool_y, min(512, n - i), size, max_items, clutter, g) for i in range(0, n, 512)]
+    return pool_x.float() / 255, pool_y, torch.Generator().manual_seed(int(seed) * 2 + (split == "test"))
+
+def _render(pool_x, pool_y, n: int, size: int, max_items: int, clutter: int, version: int, g, channels: int,
+            normalize: bool) -> tuple[Tensor, Tensor, Tensor]:
+    "Canvases (n, channels, size, size), multi-hot labels and class masks, in batches of 512."
+    batch = _mosaic_batch if version == 1 else _canvas_batch
+    parts = [batch(pool_x, pool_y, min(512, n - i), size, max_items, clutter, g) for i in range(0, n, 512)]
     img, y, masks = (torch.cat(t) for t in zip(*parts))
     if normalize: img = (img - FASHION_MNIST_STATS[0][0]) / FASHION_MNIST_STATS[1][0]
-    return TensorDataset(img[:, None].expand(-1, channels, -1, -1).contiguous(), y, masks)
+    return img[:, None].expand(-1, channels, -1, -1).contiguous(), y, masks
+
+def fashion_mosaics(split: str = "train", n: int = 1000, size: int = 64, seed: int = 0, max_items: int = 3,
+                    clutter: int = 6, channels: int = 1, normalize: bool = True, data_root=None,
+                    version: int = 2,  # 1: bright items on dim clutter (before 2); 2: background and clutter share the items' intensities
+                    ) -> TensorDataset:
+    "Seeded multi-label localisation set: Fashion-MNIST items of `split` on cluttered canvases → (image, labels (10,), masks (10, H, W))."
+    if not 1 <= max_items <= 6: raise ValueError(f"`max_items` must lie in [1, 6], got {max_items}")
+    pool_x, pool_y, g = _fashion_pool(split, size, n, seed, clutter, version, data_root)
+    return TensorDataset(*_render(pool_x, pool_y, n, size, max_items, clutter, version, g, channels, normalize))
+
+def fashion_canvases(split: str = "train", n: int = 1000, size: int = 64, seed: int = 0, channels: int = 1,
+                     normalize: bool = True, data_root=None, clutter: int = 6, version: int = 2) -> TensorDataset:
+    "Seeded single-label set: one Fashion-MNIST item of `split` on the mosaics' clutter → (image, class index, silhouette (H, W))."
+    pool_x, pool_y, g = _fashion_pool(split, size, n, seed, clutter, version, data_root)
+    x, y, masks = _render(pool_x, pool_y, n, size, 1, clutter, version, g, channels, normalize)
+    cls = y.argmax(1)
+    return TensorDataset(x, cls, masks[torch.arange(n), cls])
 
 # %% ../nbs/01_data.ipynb #483efcd8
 CIFAR_STATS = {"neuron_merging": ((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),

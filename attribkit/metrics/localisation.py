@@ -12,7 +12,7 @@ from ..distributed import sharded_map
 from .base import Scores, _scores, _average_ranks, _check_choice, _check_mask, register_metric
 
 # %% auto #0
-__all__ = ['pointing_game', 'point_acc', 'roc_auc', 'mask_auc', 'evaluate_localization']
+__all__ = ['pointing_game', 'point_acc', 'roc_auc', 'mask_auc', 'evaluate_localization', 'intensity_auc']
 
 # %% ../../nbs/04b_metrics_localisation.ipynb #29f12d0d
 def _heatmaps(attributions, masks: Tensor) -> tuple[Tensor, Tensor]:
@@ -92,3 +92,16 @@ def evaluate_localization(model: nn.Module, data, method: str | Callable, metric
         return score(local(model, xb, t).detach(), batch[2].to(dev), **kwargs).scores
     res = sharded_map(one, as_loader(data, batch_size), progress=progress, desc=metric)
     return _scores(torch.cat(res).to(dev))
+
+# %% ../../nbs/04b_metrics_localisation.ipynb #7be6a7c4
+def intensity_auc(images: Tensor,  # (N, C, H, W) inputs as the model sees them (normalised)
+                  masks: Tensor,   # (N, H, W) object masks, or (N, K, H, W) class masks (their union is used)
+                  ) -> dict[str, Scores]:
+    "Control: per-image whole-image mask AUC of the input intensity (`'intensity'`, channel sum of x) and of |x| (`'abs_intensity'`)."
+    check_inputs(images, name="images")
+    m = _check_mask(masks)
+    if m.ndim == 4: m = m.any(1)
+    if images.ndim != 4 or m.shape != (images.shape[0], *images.shape[2:]):
+        raise ValueError(f"`images` must be (N, C, H, W) and `masks` (N, H, W) or (N, K, H, W) on the same N, H, W; got "
+                         f"{tuple(images.shape)} and {tuple(masks.shape)}")
+    return {"intensity": mask_auc(images, m), "abs_intensity": mask_auc(images.abs(), m)}

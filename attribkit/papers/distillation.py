@@ -527,8 +527,9 @@ def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
     if C["data"] == "shapes":
         d = D.shapes(n_train=C["n_train"], n_test=C["n_test"], size=C["size"], num_classes=C["num_classes"], seed=0)
         return d.train, d.test, None, key
-    train = D.fashion_mosaics("train", C["n_train"], size=C["size"], seed=0, data_root=run.data_root)
-    test = D.fashion_mosaics("test", C["n_test"], size=C["size"], seed=0, data_root=run.data_root)
+    # version 1: the canvases of the record (a switch to 2 must enter the data key: cached models key on it)
+    train = D.fashion_mosaics("train", C["n_train"], size=C["size"], seed=0, data_root=run.data_root, version=1)
+    test = D.fashion_mosaics("test", C["n_test"], size=C["size"], seed=0, data_root=run.data_root, version=1)
     return train, test, None, key
 
 

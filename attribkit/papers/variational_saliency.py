@@ -382,8 +382,9 @@ def _toy_parts(run: Run) -> dict:
         test_x, test_y, test_m = (torch.stack(t) for t in zip(*[data.test[i] for i in range(len(data.test))]))
         labels = F.one_hot(test_y, data.num_classes).bool()
     else:
-        tr = fashion_mosaics("train", b["n_train"], size=b["size"], seed=run.seed, data_root=run.data_root)
-        te = fashion_mosaics("test", b["n_test"], size=b["size"], seed=run.seed, data_root=run.data_root)
+        # version 1: the canvases of the record (a switch to 2 must enter the data key: cached models key on it)
+        tr = fashion_mosaics("train", b["n_train"], size=b["size"], seed=run.seed, data_root=run.data_root, version=1)
+        te = fashion_mosaics("test", b["n_test"], size=b["size"], seed=run.seed, data_root=run.data_root, version=1)
         x_tr, y_tr, _ = tr.tensors
         clf_train = TensorDataset(x_tr, y_tr / y_tr.sum(1, keepdim=True))  # cross-entropy on the normalised multi-hot labels
         data = DataSplits(first(TensorDataset(x_tr), b["n_vsm"]), te, 10, *FASHION_MNIST_STATS, "fashion_mosaics")
