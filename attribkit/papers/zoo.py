@@ -18,8 +18,8 @@ from .. import data as D
 from .. import models as M
 
 # %% auto #0
-__all__ = ['DATA', 'DATA_NAMES', 'NIB_RECIPE', 'BN_RECIPE', 'ZOO', 'splits', 'StandIn', 'Trained', 'get', 'floor_reason',
-           'train_zoo', 'zoo_rows']
+__all__ = ['DATA', 'DATA_NAMES', 'NIB_RECIPE', 'BN_RECIPE', 'NIB_FLAGS', 'ACTIVATIONS', 'ZOO', 'splits', 'StandIn', 'Trained',
+           'get', 'floor_reason', 'train_zoo', 'zoo_rows']
 
 # %% ../../nbs/papers/00b_zoo.ipynb #a5ade25e
 DATA: dict[str, Callable] = {
@@ -60,13 +60,39 @@ _ADAM = dict(optimizer="adam", weight_decay=0.0, batch_size=128, schedule="onecy
 _NIB = dict(num_classes=10, in_channels=1, input_size=32, width=16, dropout=0.0, init="kaiming")
 NIB_RECIPE = dict(_ADAM, epochs=4, lr=3e-3)
 BN_RECIPE = dict(_SGD, epochs=3, lr=0.1)
+_VGG = dict(num_classes=10, in_channels=1, width=16)
+NIB_FLAGS = {  # seed 003: the NIB VGG16, its depth family (Table 3) and its bias variants (Table 5)
+    "NIB VGG16": dict(cfg="vgg16"),
+    "NIB VGG13-6": dict(cfg="vgg13-6"),
+    "NIB VGG13-4": dict(cfg="vgg13-4"),
+    "NIB VGG13-2": dict(cfg="vgg13-2"),
+    "NIB VGG13": dict(cfg="vgg13"),
+    "NIB VGG16 + LB": dict(cfg="vgg16", layer_bias=True),
+    "NIB VGG16 + BNB": dict(cfg="vgg16", bn_bias=True),
+    "NIB VGG16 + BNB + LB": dict(cfg="vgg16", layer_bias=True, bn_bias=True),
+}
+ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
 ZOO: dict[str, StandIn] = {
-    "NIB VGG16/16": StandIn("nib_vgg", dict(_NIB, cfg="vgg16"), "fashion_mnist-32", NIB_RECIPE, 0.88, 3, "NIB VGG16"),
-    "LeNet-300-100": StandIn(
-        "lenet_300_100", {}, "fashion_mnist-28", dict(_ADAM, epochs=10, lr=2e-3), 0.89, 5, "LeNet-300-100"
+    **{n.replace("16", "16/16", 1) if "VGG16" in n else f"{n}/16": StandIn("nib_vgg", dict(_NIB, **f), "fashion_mnist-32", NIB_RECIPE, 0.88, 3, n) for n, f in NIB_FLAGS.items()},
+    **{
+        "VGG-16-BN/16" + ("" if a == "relu" else f" {a}"): StandIn(
+            "vgg16_bn_cifar", dict(_VGG, **({} if a == "relu" else {"activation": a})), "fashion_mnist-32", BN_RECIPE, 0.90, 5,
+            "VGG-16" + ("" if a == "relu" else f" ({a})"),
+        )
+        for a in ACTIVATIONS
+    },
+    "ResNet-8/2": StandIn(
+        "cifar_resnet", dict(depth=8, num_classes=10, in_channels=1, width=2), "fashion_mnist-32", BN_RECIPE, 0.90, 3,
+        "ResNet-18 / ResNet-34",
     ),
-    "VGG-16-BN/16": StandIn(
-        "vgg16_bn_cifar", dict(num_classes=10, in_channels=1, width=16), "fashion_mnist-32", BN_RECIPE, 0.90, 5, "VGG-16"
+    "MobileNetV1/16": StandIn("mobilenet_v1", _VGG, "fashion_mnist-32", BN_RECIPE, 0.90, 3, "MobileNetV1"),
+    "LeNet-5": StandIn(
+        "lenet5", dict(num_classes=10, in_channels=1, input_size=32), "fashion_mnist-32", dict(_ADAM, epochs=8, lr=3e-3), 0.90, 5,
+        "Inception-V3 (DGA)",
+    ),
+    "LeNet-300-100": StandIn(
+        "lenet_300_100", dict(in_features=784, num_classes=10), "fashion_mnist-28", dict(_ADAM, epochs=10, lr=2e-3), 0.89, 5,
+        "LeNet-300-100",
     ),
 }
 
