@@ -90,15 +90,25 @@ def _snapshot(ds: list[dict]) -> str:
         return f"one snapshot: commit `{(commit or 'none')[:12]}`, code `{code}`"
     return f"mixed: {len(prov)} different commits or code fingerprints"
 
+def _localisation_line(c: dict | None) -> list[str]:
+    "The localisation set's controls (`zoo.localisation_controls`) as a paragraph of the summary."
+    if not c: return []
+    ok = c["intensity"] <= 0.65 and c["abs_intensity"] <= 0.65 and c["gradcam"] >= 0.80
+    return ["", f"**Localisation set** (Fashion mosaics v{c['version']}, {c['images']} test mosaics; whole-image mask AUC, 0.5 = "
+            f"no information): input intensity {c['intensity']:.3f}, |intensity| {c['abs_intensity']:.3f} (version 1: "
+            f"{c['intensity_v1']:.3f}, {c['abs_intensity_v1']:.3f}); Grad-CAM of {md_escape(c['classifier'])} (test mAP "
+            f"{100 * c['test_map']:.1f}) {c['gradcam']:.3f} — {'meets' if ok else '**misses**'} the design targets "
+            "(intensity ≤ 0.65, Grad-CAM ≥ 0.80)"]
+
 def zoo_table(rows: list[dict]) -> str:
     "The model zoo as a markdown table: stand-in, what it stands for, data, seeds, metric (mean and per seed), floor, training seconds per seed."
-    out = ["| stand-in | for | data | seeds | test accuracy % (mean; per seed) | floor % | at floor | train s / seed |",
+    out = ["| stand-in | for | data | seeds | test metric % (mean; per seed) | floor % | at floor | train s / seed |",
            "|---|---|---|---:|---|---:|---|---:|"]
     for r in rows:
         ok = all(v >= r["floor"] for v in r["values"])
         per = ", ".join(f"{100 * v:.1f}" for v in r["values"])
         out.append(f"| {md_escape(r['model'])} | {md_escape(r['stands_for'])} | {md_escape(r['data'])} | {r['seeds']} | "
-                   f"{100 * r['value']:.1f} ({per}) | {100 * r['floor']:.0f} | {'yes' if ok else '**no**'} | {r['train_seconds']:.0f} |")
+                   f"{r['metric'].replace('test ', '')} {100 * r['value']:.1f} ({per}) | {100 * r['floor']:.0f} | {'yes' if ok else '**no**'} | {r['train_seconds']:.0f} |")
     return "\n".join(out)
 
 def summary_markdown(records: list[dict], params: dict, registry: dict | None = None, paper_results: dict | None = None,
@@ -119,7 +129,7 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
         mine = [r for r in rows if r["id"] in {pc.id for pc in registry[prefix][1]}]
         link = f" · [details]({pages[prefix]})" if prefix in pages else ""
         lines += ["", f"## {md_escape(title)}", "", f"{_counts_line(mine)}{link}", "", registry_table(mine, rs)]
-    if zoo: lines += ["", "## Stand-ins (the model zoo)", "", zoo_table(zoo)]
+    if zoo: lines += ["", "## Stand-ins (the model zoo)", "", zoo_table(zoo["stand_ins"])] + _localisation_line(zoo.get("localisation_set"))
     if paper_results:
         lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "",
                   "| results | paper claims (verdict, support) | notebook claims (holds · fails · inconclusive · not evaluable) |", "|---|---|---|"]

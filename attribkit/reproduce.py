@@ -243,9 +243,10 @@ def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = Tr
     t = time.perf_counter()
     if progress: print(f"zoo: {sum(e.seeds for e in zoo.ZOO.values())} models ({len(zoo.ZOO)} stand-ins), {jobs} at a time", flush=True)
     rows = zoo.zoo_rows(zoo.train_zoo(data_root=params["data_root"], jobs=jobs))
-    atomic_write(out / "zoo.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
+    record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=params["data_root"], device="cpu")}
+    atomic_write(out / "zoo.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s", flush=True)
-    return rows
+    return record
 
 def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
     "summary.md and the HTML report over every notebook with results in `out`: this run's records, then earlier results files."
@@ -278,8 +279,8 @@ def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
     for f in sorted(paper_dir.glob("*.json")) if paper_dir.is_dir() and paper_dir != out else []:
         try: paper[f.stem] = load_results(f)
         except (ValueError, json.JSONDecodeError): continue
-    zoo_rows = json.loads((out / "zoo.json").read_text()) if (out / "zoo.json").exists() else None
-    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages, zoo_rows))
+    zoo = json.loads((out / "zoo.json").read_text()) if (out / "zoo.json").exists() else None
+    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages, zoo))
     html_report(allrec, params, out, figs)
 
 def _visible_gpu(local_rank: int) -> str | None:

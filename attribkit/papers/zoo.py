@@ -18,15 +18,33 @@ from .. import data as D
 from .. import models as M
 
 # %% auto #0
-__all__ = ['DATA', 'DATA_NAMES', 'NIB_RECIPE', 'BN_RECIPE', 'NIB_FLAGS', 'ACTIVATIONS', 'ZOO', 'splits', 'StandIn', 'Trained',
-           'get', 'floor_reason', 'train_zoo', 'zoo_rows']
+__all__ = ['DATA', 'MOSAICS', 'DATA_NAMES', 'NIB_RECIPE', 'BN_RECIPE', 'VGG6_CFG', 'NIB_FLAGS', 'ACTIVATIONS', 'ZOO', 'splits',
+           'StandIn', 'Trained', 'get', 'floor_reason', 'localisation_controls', 'train_zoo', 'zoo_rows']
 
 # %% ../../nbs/papers/00b_zoo.ipynb #a5ade25e
 DATA: dict[str, Callable] = {
     "fashion_mnist-28": lambda root: D.fashion_mnist(root, size=28, channels=1),
     "fashion_mnist-32": lambda root: D.fashion_mnist(root, size=32, channels=1),
 }
-DATA_NAMES = {"fashion_mnist-28": "Fashion-MNIST 28×28", "fashion_mnist-32": "Fashion-MNIST 32×32"}
+MOSAICS = dict(n_train=8000, n_test=512, size=64, version=2)  # the localisation set's classifier: train and test mosaics
+
+
+def _mosaics(root) -> D.DataSplits:
+    "Version-2 Fashion mosaics (`MOSAICS`): (image, multi-hot labels, class masks), seeded."
+    m = MOSAICS
+    tr, te = (
+        D.fashion_mosaics(s, n, size=m["size"], seed=0, data_root=root, version=m["version"])
+        for s, n in (("train", m["n_train"]), ("test", m["n_test"]))
+    )
+    return D.DataSplits(tr, te, 10, *D.FASHION_MNIST_STATS, f"fashion_mosaics-v{m['version']}")
+
+
+DATA["fashion_mosaics-64"] = _mosaics
+DATA_NAMES = {
+    "fashion_mnist-28": "Fashion-MNIST 28×28",
+    "fashion_mnist-32": "Fashion-MNIST 32×32",
+    "fashion_mosaics-64": "Fashion mosaics v2, 64×64 (8,000 train / 512 test)",
+}
 
 
 @lru_cache(maxsize=4)
@@ -61,6 +79,7 @@ _NIB = dict(num_classes=10, in_channels=1, input_size=32, width=16, dropout=0.0,
 NIB_RECIPE = dict(_ADAM, epochs=4, lr=3e-3)
 BN_RECIPE = dict(_SGD, epochs=3, lr=0.1)
 _VGG = dict(num_classes=10, in_channels=1, width=16)
+VGG6_CFG = [32, "M", 64, "M", 128, 128, "M", 256, 256, "M"]  # six 3×3 convs, four poolings: 8×8 maps at 64 px
 NIB_FLAGS = {  # seed 003: the NIB VGG16, its depth family (Table 3) and its bias variants (Table 5)
     "NIB VGG16": dict(cfg="vgg16"),
     "NIB VGG13-6": dict(cfg="vgg13-6"),
@@ -73,26 +92,61 @@ NIB_FLAGS = {  # seed 003: the NIB VGG16, its depth family (Table 3) and its bia
 }
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
 ZOO: dict[str, StandIn] = {
-    **{n.replace("16", "16/16", 1) if "VGG16" in n else f"{n}/16": StandIn("nib_vgg", dict(_NIB, **f), "fashion_mnist-32", NIB_RECIPE, 0.88, 3, n) for n, f in NIB_FLAGS.items()},
+    **{
+        n.replace("16", "16/16", 1) if "VGG16" in n else f"{n}/16": StandIn(
+            "nib_vgg", dict(_NIB, **f), "fashion_mnist-32", NIB_RECIPE, 0.88, 3, n
+        )
+        for n, f in NIB_FLAGS.items()
+    },
     **{
         "VGG-16-BN/16" + ("" if a == "relu" else f" {a}"): StandIn(
-            "vgg16_bn_cifar", dict(_VGG, **({} if a == "relu" else {"activation": a})), "fashion_mnist-32", BN_RECIPE, 0.90, 5,
+            "vgg16_bn_cifar",
+            dict(_VGG, **({} if a == "relu" else {"activation": a})),
+            "fashion_mnist-32",
+            BN_RECIPE,
+            0.90,
+            5,
             "VGG-16" + ("" if a == "relu" else f" ({a})"),
         )
         for a in ACTIVATIONS
     },
     "ResNet-8/2": StandIn(
-        "cifar_resnet", dict(depth=8, num_classes=10, in_channels=1, width=2), "fashion_mnist-32", BN_RECIPE, 0.90, 3,
+        "cifar_resnet",
+        dict(depth=8, num_classes=10, in_channels=1, width=2),
+        "fashion_mnist-32",
+        BN_RECIPE,
+        0.90,
+        3,
         "ResNet-18 / ResNet-34",
     ),
     "MobileNetV1/16": StandIn("mobilenet_v1", _VGG, "fashion_mnist-32", BN_RECIPE, 0.90, 3, "MobileNetV1"),
     "LeNet-5": StandIn(
-        "lenet5", dict(num_classes=10, in_channels=1, input_size=32), "fashion_mnist-32", dict(_ADAM, epochs=8, lr=3e-3), 0.90, 5,
+        "lenet5",
+        dict(num_classes=10, in_channels=1, input_size=32),
+        "fashion_mnist-32",
+        dict(_ADAM, epochs=8, lr=3e-3),
+        0.90,
+        5,
         "Inception-V3 (DGA)",
     ),
     "LeNet-300-100": StandIn(
-        "lenet_300_100", dict(in_features=784, num_classes=10), "fashion_mnist-28", dict(_ADAM, epochs=10, lr=2e-3), 0.89, 5,
+        "lenet_300_100",
+        dict(in_features=784, num_classes=10),
+        "fashion_mnist-28",
+        dict(_ADAM, epochs=10, lr=2e-3),
+        0.89,
+        5,
         "LeNet-300-100",
+    ),
+    "Mosaic VGG-6-BN/2": StandIn(  # the localisation set's control: can a trained classifier's Grad-CAM find the objects?
+        "vgg16_bn_cifar",
+        dict(num_classes=10, in_channels=1, input_size=64, width=2, cfg=VGG6_CFG),
+        "fashion_mosaics-64",
+        dict(epochs=10, lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, schedule="cosine", loss="bce"),
+        0.60,
+        1,
+        "a multi-label classifier on cluttered images (VOC's)",
+        "test mAP",
     ),
 }
 
@@ -132,14 +186,26 @@ def get(name: str, seed: int = 0, data_root=None, device="auto", on_epoch=None, 
             return e.build()
 
     def fit(model, spec):
-        return M.train(model, sp.train, seed=seed, device=device, progress=False, test_data=sp.test, on_epoch=on_epoch, **e.recipe)
+        return M.train(
+            model, sp.train, seed=seed, device=device, progress=False, test_data=sp.test, on_epoch=on_epoch, **e.recipe
+        )
 
     spec = {"config": e.config, "data": f"{e.data}:{M.data_fingerprint(sp.train)}", "recipe": e.recipe}
     model, hist = M.cached(f"attribkit.models.{e.model}", spec, build, fit, seed)
-    return Trained(
-        name, seed, model.to(M.resolve_device(device)).eval(), float(hist["test_acc"][-1]), e.floor,
-        float(sum(hist["time"])), bool(hist["cached"]), hist,
-    )
+    model = model.to(M.resolve_device(device)).eval()
+    value = _test_map(model, sp.test) if e.metric == "test mAP" else float(hist["test_acc"][-1])
+    return Trained(name, seed, model, value, e.floor, float(sum(hist["time"])), bool(hist["cached"]), hist)
+
+
+@torch.no_grad()
+def _test_map(model: nn.Module, test) -> float:
+    "Mean average precision over classes of a multi-label model on `test` (images, multi-hot labels, …)."
+    from attribkit.metrics import multilabel_map
+
+    dev = next(model.parameters()).device
+    x, y = test.tensors[:2]
+    logits = torch.cat([model(x[s : s + 256].to(dev)).cpu() for s in range(0, len(x), 256)])
+    return float(multilabel_map(logits, y))
 
 # %% ../../nbs/papers/00b_zoo.ipynb #5d9fe474
 def floor_reason(trained: list[Trained], what: str | None = None) -> str | None:
@@ -148,9 +214,37 @@ def floor_reason(trained: list[Trained], what: str | None = None) -> str | None:
     if not low:
         return None
     t = min(low, key=lambda t: t.value)
-    return (
-        f"{what or t.name} under its floor: test accuracy {t.value:.3f} < {t.floor:.2f}"
-        + (f" in {len(low)} of {len(trained)} seeds" if len(trained) > 1 else "")
+    return f"{what or t.name} under its floor: test accuracy {t.value:.3f} < {t.floor:.2f}" + (
+        f" in {len(low)} of {len(trained)} seeds" if len(trained) > 1 else ""
+    )
+
+# %% ../../nbs/papers/00b_zoo.ipynb #8b41abdd
+def localisation_controls(name: str = "Mosaic VGG-6-BN/2", seed: int = 0, data_root=None, device="auto") -> dict:
+    "Intensity and |intensity| mask AUC on the test mosaics (version 2 and version 1), and Grad-CAM's mask AUC of zoo classifier `name`: means over images (Grad-CAM: over present classes)."
+    from attribkit.attr import GradCAM
+    from attribkit.metrics import intensity_auc, mask_auc
+
+    e, t = _entry(name), get(name, seed, data_root, device)
+    x, y, masks = splits(e.data, data_root).test.tensors
+    v1 = D.fashion_mosaics("test", len(x), size=MOSAICS["size"], seed=0, data_root=data_root, version=1).tensors
+    layer = [f"features.{i}" for i, m in enumerate(t.model.features) if isinstance(m, nn.ReLU)][-1]
+    cam, pairs, maps, dev = GradCAM(t.model, layer, channels="one"), y.nonzero(), [], next(t.model.parameters()).device
+    for s in range(0, len(pairs), 128):
+        i, k = pairs[s : s + 128].T
+        maps.append(cam.attribute(x[i].to(dev), target=k.to(dev)).detach().cpu()[:, 0])
+    c2, c1 = intensity_auc(x, masks), intensity_auc(v1[0], v1[2])
+    return dict(
+        images=len(x),
+        version=MOSAICS["version"],
+        classifier=name,
+        seed=seed,
+        test_map=round(t.value, 4),
+        layer=layer,
+        intensity=round(c2["intensity"].mean, 4),
+        abs_intensity=round(c2["abs_intensity"].mean, 4),
+        intensity_v1=round(c1["intensity"].mean, 4),
+        abs_intensity_v1=round(c1["abs_intensity"].mean, 4),
+        gradcam=round(mask_auc(torch.cat(maps), masks[pairs[:, 0], pairs[:, 1]]).mean, 4),
     )
 
 # %% ../../nbs/papers/00b_zoo.ipynb #26bf442f
@@ -191,9 +285,16 @@ def zoo_rows(runs: list[dict]) -> list[dict]:
         e, rs = ZOO[name], [r for r in runs if r["name"] == name]
         rows.append(
             dict(
-                model=name, stands_for=e.stands_for, data=DATA_NAMES.get(e.data, e.data), seeds=len(rs), metric=e.metric,
-                value=round(float(np.mean([r["value"] for r in rs])), 4), values=[round(r["value"], 4) for r in rs],
-                floor=e.floor, train_seconds=round(float(np.mean([r["train_seconds"] for r in rs])), 1), recipe=e.recipe,
+                model=name,
+                stands_for=e.stands_for,
+                data=DATA_NAMES.get(e.data, e.data),
+                seeds=len(rs),
+                metric=e.metric,
+                value=round(float(np.mean([r["value"] for r in rs])), 4),
+                values=[round(r["value"], 4) for r in rs],
+                floor=e.floor,
+                train_seconds=round(float(np.mean([r["train_seconds"] for r in rs])), 1),
+                recipe=e.recipe,
             )
         )
     return rows

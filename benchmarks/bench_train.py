@@ -1,0 +1,70 @@
+"""A training epoch of `models.train` against its pure compute (the issue's goal: ≤ 1.2×).
+
+`models.train`'s epoch time is the loop it records in its history (`time`: setup excluded). Pure compute: the same model, optimizer, batch size and number of steps, on batches sliced beforehand, doing only the
+forward pass, the loss, the backward pass and the optimizer step. `models.train` adds the seeded shuffled index batches,
+the gather of each batch, the one-cycle scheduler, label smoothing and the per-epoch bookkeeping. Each measurement runs in
+a fresh process (one thread), the two orders alternate across rounds, and the table gives the median ratio with its
+spread (min–max over rounds).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_train.py                  # zoo stand-ins, 6,000 Fashion-MNIST images
+    python benchmarks/bench_train.py --rounds 5 --images 12000
+"""
+from __future__ import annotations
+import argparse, json, statistics, subprocess, sys, time
+
+MODELS = ["NIB VGG16/16", "VGG-16-BN/16", "LeNet-300-100"]
+
+
+def measure(name: str, arm: str, images: int) -> float:
+    "Seconds of one epoch over `images` images of stand-in `name`: `arm` 'train' (models.train) or 'pure' (the bare loop)."
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import TensorDataset
+    from attribkit import models
+    from attribkit.papers import zoo
+
+    torch.set_num_threads(1)
+    e = zoo.ZOO[name]
+    x, y = (t[:images] for t in zoo.splits(e.data).train.tensors[:2])
+    torch.manual_seed(0)
+    model = e.build()
+    r = dict(e.recipe, epochs=1)
+    if arm == "train":
+        return models.train(model, TensorDataset(x, y), progress=False, seed=0, device="cpu", **r)["time"][0]  # the epoch's loop
+    bs = r["batch_size"]
+    batches = [(x[s : s + bs].contiguous(), y[s : s + bs].contiguous()) for s in range(0, len(x), bs)]
+    opt = (torch.optim.SGD(model.parameters(), lr=r["lr"], momentum=r.get("momentum", 0.9), weight_decay=r["weight_decay"])
+           if r["optimizer"] == "sgd" else torch.optim.Adam(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"]))
+    model.train()
+    t = time.perf_counter()
+    for xb, yb in batches:
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--images", type=int, default=6000)
+    ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--one", nargs=2, metavar=("MODEL", "ARM"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(measure(a.one[0], a.one[1], a.images))); return
+    run = lambda n, arm: json.loads(subprocess.run([sys.executable, __file__, "--one", n, arm, "--images", str(a.images)],
+                                                   capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+    print(f"one epoch over {a.images} Fashion-MNIST images, one thread, {a.rounds} rounds (fresh process each, order alternated)")
+    print("| stand-in | models.train (s) | pure compute (s) | ratio median | ratio min–max |\n|---|---:|---:|---:|---|")
+    for n in a.models:
+        tr, pu = [], []
+        for k in range(a.rounds):
+            for arm in (("train", "pure") if k % 2 == 0 else ("pure", "train")):
+                (tr if arm == "train" else pu).append(run(n, arm))
+        ratios = [t / p for t, p in zip(tr, pu)]
+        print(f"| {n} | {statistics.median(tr):.2f} | {statistics.median(pu):.2f} | {statistics.median(ratios):.3f} | "
+              f"{min(ratios):.3f}–{max(ratios):.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

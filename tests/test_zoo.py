@@ -1,0 +1,48 @@
+"The model zoo's table, its floors and seeds, and how a cpu-tier record writes and shows it (no training here)."
+import json
+
+import pytest
+
+from attribkit import reproduce
+from attribkit.papers import zoo
+from attribkit.report import summary_markdown, zoo_table
+
+
+def test_floors_follow_the_issue():
+    "NIB VGGs ≥ 88 %, LeNet-300-100 ≥ 89 %, every other Fashion-MNIST classifier ≥ 90 %; at least 3 seeds each."
+    for name, e in zoo.ZOO.items():
+        if not e.data.startswith("fashion_mnist"): continue
+        want = 0.88 if e.model == "nib_vgg" else 0.89 if e.model == "lenet_300_100" else 0.90
+        assert e.floor == want, name
+        assert e.seeds >= 3 and e.recipe["epochs"] >= 1, name
+
+
+def test_unknown_stand_in_names_the_choices():
+    with pytest.raises(ValueError, match="`name` must be a stand-in of the zoo"):
+        zoo.get("VGG-99")
+
+
+ROWS = [dict(model="LeNet-300-100", stands_for="LeNet-300-100", data="Fashion-MNIST 28×28", seeds=2, metric="top-1 test accuracy",
+             value=0.885, values=[0.89, 0.88], floor=0.89, train_seconds=10.4, recipe={})]
+CONTROLS = dict(images=512, version=2, classifier="Mosaic VGG-6-BN/2", seed=0, test_map=0.69, layer="features.20",
+                intensity=0.51, abs_intensity=0.49, intensity_v1=0.91, abs_intensity_v1=0.11, gradcam=0.84)
+
+
+def test_zoo_table_marks_a_stand_in_under_its_floor():
+    t = zoo_table(ROWS)
+    assert "| LeNet-300-100 | LeNet-300-100 | Fashion-MNIST 28×28 | 2 | top-1 accuracy 88.5 (89.0, 88.0) | 89 | **no** | 10 |" in t
+    assert "| yes |" in zoo_table([dict(ROWS[0], values=[0.9, 0.89], value=0.895)])
+
+
+def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "train_zoo", lambda data_root=None, jobs=1: [
+        dict(name="LeNet-300-100", seed=s, value=v, train_seconds=10.0, cached=True) for s, v in enumerate([0.89, 0.9])])
+    monkeypatch.setattr(zoo, "localisation_controls", lambda data_root=None, device="cpu": CONTROLS)
+    rec = reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
+    on_disk = json.loads((tmp_path / "zoo.json").read_text())
+    assert on_disk == rec and on_disk["stand_ins"][0]["value"] == 0.895 and on_disk["localisation_set"] == CONTROLS
+    md = summary_markdown([], dict(scale="cpu", device="cpu"), zoo=on_disk)
+    assert "## Stand-ins (the model zoo)" in md and "| LeNet-300-100 |" in md
+    assert "input intensity 0.510, |intensity| 0.490 (version 1: 0.910, 0.110)" in md and "meets the design targets" in md
+    assert "**misses**" in summary_markdown([], dict(scale="cpu", device="cpu"),
+                                             zoo=dict(on_disk, localisation_set=dict(CONTROLS, gradcam=0.7)))
