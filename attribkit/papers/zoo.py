@@ -114,7 +114,7 @@ ZOO: dict[str, StandIn] = {
         "cifar_resnet",
         dict(depth=8, num_classes=10, in_channels=1, width=2),
         "fashion_mnist-32",
-        BN_RECIPE,
+        dict(BN_RECIPE, epochs=6),  # 3 epochs reached 88.7 %, under the floor
         0.90,
         3,
         "ResNet-18 / ResNet-34",
