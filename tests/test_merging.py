@@ -495,3 +495,39 @@ def test_claims_away_from_the_papers_configuration_say_so(smoke_results):
     assert mob and all("it prunes 40%/50%/60%)" in t for t in mob)
     imn = smoke_results["merging_table3_imagenet"].claim("merge-over-prune/vgg/r50")
     assert imn["claim"] == "VGG: merge keeps higher accuracy than prune at 50% (paper: +4.18 points)"   # the paper's ratios: no note
+
+
+def test_cpu_setups_take_the_zoo_stand_ins(monkeypatch):
+    "At cpu scale every stand-in is the zoo's (`zoo.get` with its name and the zoo's seeds), tested on the zoo's test split; nothing is trained here; a stand-in under its floor makes its claims not evaluable."
+    from torch.utils.data import TensorDataset
+    from attribkit.data import DataSplits
+    from attribkit.papers import zoo
+    calls = []
+    def splits(key, data_root=None):
+        size = 28 if key.endswith("28") else 32
+        x, y = torch.randn(40, 1, size, size, generator=torch.Generator().manual_seed(0)), torch.arange(40) % 10
+        return DataSplits(TensorDataset(x, y), TensorDataset(x[:30], y[:30]), 10, (0.0,), (1.0,), "fashion_mnist")
+    def get(name, seed=0, data_root=None, device="auto", **kw):
+        calls.append((name, seed))
+        torch.manual_seed(seed)
+        value = 0.5 if name == "ResNet-8/2" else 0.95
+        return zoo.Trained(name, seed, zoo.ZOO[name].build().eval(), value, zoo.ZOO[name].floor, 0.0, True)
+    monkeypatch.setattr(zoo, "get", get)
+    monkeypatch.setattr(zoo, "splits", splits)
+    monkeypatch.setattr(nm, "_fit", lambda *a, **k: pytest.fail("a stand-in was trained at cpu scale"))
+    S = nm.setup(start("merging_lenet", nm.BUDGETS, "cpu", device="cpu", seeds=2))
+    assert calls == [("LeNet-300-100", 0), ("LeNet-300-100", 1)] and S.seeds == [0, 1] and len(S.test) == 30
+    assert S.stand_in == {"": "LeNet-300-100 on Fashion-MNIST 28×28"} and "the model zoo's" in S.model_name
+    calls.clear()
+    S = nm.setup(start("merging_table3_imagenet", nm.BUDGETS, "cpu", device="cpu"))
+    assert calls == [("VGG-16-BN/16", s) for s in range(5)] + [("ResNet-8/2", s) for s in range(3)]
+    assert [len(S.subjects[s].models) for s in ("VGG", "ResNet")] == [5, 3] and S.seeds == [0, 1, 2, 3, 4]
+    assert S.stand_in == {"VGG": "VGG-16-BN/16 on Fashion-MNIST 32×32", "ResNet": "ResNet-8/2 on Fashion-MNIST 32×32"}
+    res = nm.evaluate(nm.prune_and_merge(S, ["prune", "merge"], {"VGG": [0.5], "ResNet": [0.1]}))
+    floor = "ResNet-8/2 under its floor: test accuracy 0.500 < 0.90 in 3 of 3 seeds"
+    for c in res.claims:
+        assert (floor in c["detail"]) == c["key"].endswith(("resnet/r10", "resnet")), (c["key"], c["detail"])
+    assert res.extra["zoo"]["ResNet-8/2"] == dict(seeds=[0, 1, 2], values=[0.5] * 3, floor=0.9)
+    calls.clear()
+    S = nm.setup(start("merging_table1_activations", nm.BUDGETS, "cpu", device="cpu", seeds=1))
+    assert calls == [(f"VGG-16-BN/16 {a}", 0) for a in nm.ACTIVATIONS.values()] and set(S.zoo) == set(nm.ACTIVATIONS)

@@ -16,13 +16,14 @@ from .. import claims as C
 from ..data import cifar10, digits, fashion_mnist, first, imagenet_folder
 from ..merging import find_pairs, merge, prune
 from ..models import cifar_resnet, lenet_300_100, load_weights, mobilenet_v1, train, train_cached, vgg16_bn_cifar
+from . import zoo
 from .experiment import Result, Run, WeightFile, diagnose, torchvision_model, torchvision_weights
 
 # %% auto #0
 __all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'PAPER_CLAIMS',
-           'NOTEBOOK_CLAIMS', 'BUDGETS', 'WEIGHTS', 'ACTIVATIONS', 'PAPER_FILES', 'WEIGHT_FILES', 'VARIANTS', 'RULES',
-           'load_authors_lenet', 'Subject', 'Setup', 'hits', 'paper_cfg_ratios', 'last_conv', 'setup', 'Measurements',
-           'prune_and_merge', 'MergingResult', 'evaluate', 'figure']
+           'NOTEBOOK_CLAIMS', 'ACTIVATIONS', 'ZOO_STAND_INS', 'BUDGETS', 'WEIGHTS', 'PAPER_FILES', 'WEIGHT_FILES',
+           'VARIANTS', 'RULES', 'load_authors_lenet', 'Subject', 'Setup', 'hits', 'paper_cfg_ratios', 'last_conv',
+           'setup', 'Measurements', 'prune_and_merge', 'MergingResult', 'evaluate', 'figure']
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #79c7511f
 def _rows(d: dict, cols=("baseline", "prune", "merge")) -> dict:
@@ -102,7 +103,8 @@ PAPER_CLAIMS = [
         "paper §5, the LeNet-300-100 / Fashion-MNIST table (l1, both hidden layers at the same ratio)",
         f"merge − prune (points): {_gains(PAPER_LENET)}; unpruned 89.80",
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning; the reference code's ranking of [w, b]",
-        "LeNet-300-100 on Fashion-MNIST: 3 seeds with a shortened reference recipe (cpu); the authors' checkpoint (paper scale)",
+        f"LeNet-300-100 on Fashion-MNIST 28×28: the model zoo's, {zoo.ZOO['LeNet-300-100'].seeds} seeds trained on the full "
+        "training split (cpu); the authors' checkpoint (paper scale)",
     ),
     C.PaperClaim(
         "merging/vgg16-cifar10",
@@ -112,7 +114,8 @@ PAPER_CLAIMS = [
         "abstract; paper §5, the VGG-16 / CIFAR-10 table (conv1 and conv8–13 halved, l1 / l2 / l2-GM)",
         f"merge − prune (points): {_gains(PAPER_VGG16)}; merge 93.16 (l1) vs unpruned 93.70",
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-        "VGG-16-BN, widths /16, on 3,000 Fashion-MNIST images, 3 seeds (cpu); VGG-16-BN on CIFAR-10 (paper scale)",
+        f"VGG-16-BN/16 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['VGG-16-BN/16'].seeds} seeds (cpu); "
+        "VGG-16-BN on CIFAR-10 (paper scale)",
     ),
     C.PaperClaim(
         "merging/activations",
@@ -121,7 +124,8 @@ PAPER_CLAIMS = [
         "rebuttal Table 1 (VGG-16 on CIFAR-10, the paper's pruning configuration: conv1 and conv8–13 at 50 %)",
         f"merge − prune (points): {_gains(PAPER_ACTIVATIONS)}",
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-        "VGG-16-BN, widths /16, per activation on 3,000 Fashion-MNIST images, 3 seeds, 10 % cut (cpu; the paper cuts 50 %); "
+        f"VGG-16-BN/16 per activation on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['VGG-16-BN/16 tanh'].seeds} seeds, "
+        "10 % cut (cpu; the paper cuts 50 %); "
         "VGG-16-BN per activation on CIFAR-10 at 50 % (paper scale)",
     ),
     C.PaperClaim(
@@ -132,7 +136,8 @@ PAPER_CLAIMS = [
         "rebuttal Table 2 (MobileNetV1 on CIFAR-10, every layer at the same ratio)",
         f"merge − prune (points): {_gains(PAPER_MOBILENET)}; unpruned 87.90",
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-        "MobileNetV1, widths /4, on 3,000 Fashion-MNIST images, 3 seeds, 10/20/30 % (cpu; the paper cuts 40/50/60 %); "
+        f"MobileNetV1/16 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['MobileNetV1/16'].seeds} seeds, 10/20/30 % "
+        "(cpu; the paper cuts 40/50/60 %); "
         "MobileNetV1 on CIFAR-10 at 40/50/60 % (paper scale)",
     ),
     C.PaperClaim(
@@ -143,7 +148,8 @@ PAPER_CLAIMS = [
         "rebuttal Table 3 (VGG-16: last conv at 50/60/70 %; ResNet-34: every block's inner conv at 10/20/30 %; l1)",
         f"top-1 merge − prune (points): {_gains(PAPER_IMAGENET)}; top-5: {_gains(PAPER_IMAGENET, 'gain top-5')}",
         "top-1 and top-5 accuracy, merge − prune (points) ↑, no fine-tuning",
-        "VGG-16-BN/16 and ResNet-20/2 on 3,000 Fashion-MNIST images, 3 seeds (cpu; not ImageNet models); "
+        f"VGG-16-BN/16 ({zoo.ZOO['VGG-16-BN/16'].seeds} seeds) and ResNet-8/2 ({zoo.ZOO['ResNet-8/2'].seeds} seeds) on "
+        "Fashion-MNIST 32×32, the model zoo's (cpu; not ImageNet models); "
         "torchvision VGG-16 and ResNet-34 on ImageNet val (paper scale)",
     ),
 ]
@@ -156,12 +162,27 @@ NOTEBOOK_CLAIMS = {
 }  # notebook -> the registry claim its claims serve
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #e38990f8
-_CPU_STANDIN = dict(cpu_epochs=2, n_train=3000, n_test=500, width_div=16, res_width_div=2)
+ACTIVATIONS = {
+    "Tanh": "tanh",
+    "SoftSign": "softsign",
+    "ELU": "elu",
+    "SELU": "selu",
+    "LeakyReLU": "leaky_relu",
+    "Hardswish": "hardswish",
+}
+ZOO_STAND_INS = {  # notebook -> {subject: the zoo's stand-in} at cpu scale
+    "merging_lenet": {"": "LeNet-300-100"},
+    "merging_vgg16_cifar": dict.fromkeys(("l1", "l2", "l2-GM"), "VGG-16-BN/16"),
+    "merging_table1_activations": {a: f"VGG-16-BN/16 {act}" for a, act in ACTIVATIONS.items()},
+    "merging_table2_mobilenet": {"": "MobileNetV1/16"},
+    "merging_table3_imagenet": {"VGG": "VGG-16-BN/16", "ResNet": "ResNet-8/2"},
+}
+_ZOO_SEEDS = max(zoo.ZOO[n].seeds for d in ZOO_STAND_INS.values() for n in d.values())
 BUDGETS = {
-    "smoke": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
-    "cpu": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
-    "paper": dict(seeds=3, **_CPU_STANDIN, train_batches=None, test_images=None),
-    "dry_run": dict(seeds=1, **_CPU_STANDIN, train_batches=2, test_images=4),
+    "smoke": dict(seeds=3, train_batches=None, test_images=None),
+    "cpu": dict(seeds=_ZOO_SEEDS, train_batches=None, test_images=None),  # each stand-in: at most its ZOO[name].seeds
+    "paper": dict(seeds=3, train_batches=None, test_images=None),
+    "dry_run": dict(seeds=1, train_batches=2, test_images=4),
 }
 
 WEIGHTS = {
@@ -171,14 +192,6 @@ WEIGHTS = {
     "vgg16": torchvision_weights("vgg16").path,
     "resnet34": torchvision_weights("resnet34").path,
 }  # torchvision state dicts
-ACTIVATIONS = {
-    "Tanh": "tanh",
-    "SoftSign": "softsign",
-    "ELU": "elu",
-    "SELU": "selu",
-    "LeakyReLU": "leaky_relu",
-    "Hardswish": "hardswish",
-}
 for _a in ACTIVATIONS.values():
     WEIGHTS[f"vgg16_cifar_{_a}"] = f"weights/vgg16_bn_cifar10_{_a}.pth"
 
@@ -277,6 +290,7 @@ class Setup:
     evidence: tuple = (("merge", "prune", ""),)  # (merged, pruned, how) candidates for the evidence, the paper's variant first
     stand_in: dict = field(default_factory=dict)  # subject -> the stand-in's display name (`Result.stand_ins`)
     baseline: dict = field(default_factory=dict)  # subject -> [{k: correct per test example}] per model
+    zoo: dict = field(default_factory=dict)  # subject -> [zoo.Trained], one per seed (cpu scale)
 
     def __post_init__(self):
         if self.row is None:
@@ -296,6 +310,13 @@ class Setup:
     def chance(self) -> float:
         "Chance accuracy (%)."
         return 100 / self.num_classes
+
+    def floor_reason(self, subjects=None) -> str | None:
+        "The `not evaluable` reason when a zoo stand-in of `subjects` (default: all) is under its floor in some seed (`zoo.floor_reason`), else None."
+        why = dict.fromkeys(
+            zoo.floor_reason(self.zoo[s]) for s in (self.subjects if subjects is None else subjects) if s in self.zoo
+        )
+        return "; ".join(w for w in why if w) or None
 
     def accuracy(self, subject: str, k: int = 1) -> np.ndarray:
         "Test accuracy % of each model of `subject` (top-`k`)."
@@ -384,13 +405,25 @@ def _load_or_fit(path, model_fn, config, data, data_key, recipe, run: Run) -> tu
     ], "trained here"
 
 
-def _standin(run: Run):
-    "The first `n_train`/`n_test` real Fashion-MNIST images at 32×32, one channel (the cpu stand-in data) and its key."
-    n_train, n_test = run.budget["n_train"], run.budget["n_test"]
-    data = fashion_mnist(run.data_root, size=32, channels=1)
-    return data._replace(
-        train=first(data.train, n_train), test=first(data.test, n_test)
-    ), f"fashion_mnist-32px-1ch-train{n_train}"
+def _zoo_models(run: Run, subjects: dict) -> tuple[dict, list]:
+    "{subject: the zoo's stand-in name} → {subject: [zoo.Trained] on the CPU, one per seed of `run` up to the zoo's `ZOO[name].seeds`} (a stand-in shared by subjects is read once), and the seeds."
+    got = {
+        n: [zoo.get(n, s, run.data_root, run.dev) for s in run.seeds[: zoo.ZOO[n].seeds]]
+        for n in dict.fromkeys(subjects.values())
+    }
+    for t in (t for ts in got.values() for t in ts):
+        t.model.cpu().eval()
+    return {s: got[n] for s, n in subjects.items()}, run.seeds[: max(len(ts) for ts in got.values())]
+
+
+def _zoo_data(name: str, run: Run):
+    "The data splits the zoo trains stand-in `name` on (full Fashion-MNIST), and their key."
+    return zoo.splits(zoo.ZOO[name].data, run.data_root), zoo.ZOO[name].data
+
+
+def _zoo_label(name: str) -> str:
+    "A zoo stand-in's display name: what it is and its data, e.g. 'VGG-16-BN/16 on Fashion-MNIST 32×32'."
+    return f"{name} on {zoo.DATA_NAMES.get(zoo.ZOO[name].data, zoo.ZOO[name].data)}"
 
 
 def _paper_test(data, run: Run):
@@ -419,13 +452,16 @@ def _dn(data) -> str:
 
 
 def _lenet(run: Run) -> Setup:
-    "LeNet-300-100 on Fashion-MNIST (the paper's table): the authors' checkpoint, or our LeNets trained with the reference recipe, or smoke digits."
-    b, ck_acc = run.budget, None
+    "LeNet-300-100 on Fashion-MNIST (the paper's table): the authors' checkpoint, or our LeNets trained with the reference recipe (paper scale), the zoo's LeNet-300-100 (cpu), or smoke digits."
+    b, ck_acc, trained = run.budget, None, {}
     path = _weights(run, "lenet") if run.scale == "paper" else None
-    if run.scale in ("paper", "cpu"):
+    if run.scale == "cpu":
+        zn = ZOO_STAND_INS[run.name][""]
+        (data, data_key), recipe = _zoo_data(zn, run), zoo.ZOO[zn].recipe
+    elif run.scale == "paper":
         data, data_key = fashion_mnist(run.data_root), "fashion_mnist"
-        E = 200 if run.scale == "paper" else b["cpu_epochs"]
-        recipe = dict(MAIN_PY_RECIPE, epochs=E, milestones=[99, 150] if run.scale == "paper" else [E // 2, (3 * E) // 4])
+        E = 200
+        recipe = dict(MAIN_PY_RECIPE, epochs=E, milestones=[99, 150])
         recipe_name = (
             f"reference main.py recipe: SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, {E} epochs, "
             f"lr ×0.1 at {recipe['milestones'][0] + 1} and ×0.01 at {recipe['milestones'][1] + 1}"
@@ -440,6 +476,10 @@ def _lenet(run: Run) -> Setup:
     if path is not None and path.exists():
         model, ck_acc = load_authors_lenet(path)
         models, seeds, name = [model], [0], "the authors' LeNet-300-100 checkpoint (the paper's model)"
+    elif run.scale == "cpu":
+        trained, seeds = _zoo_models(run, ZOO_STAND_INS[run.name])
+        models = [t.model for t in trained[""]]
+        name = f"the model zoo's {_zoo_label(zn)}, {len(seeds)} seeds (trained on the full training split); not the paper's model"
     else:
         seeds = run.seeds
         config = dict(in_features=data.train.tensors[0][0].numel(), num_classes=data.num_classes)
@@ -463,7 +503,12 @@ def _lenet(run: Run) -> Setup:
             ("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
             ("merge", "prune", "ranking w only, not the paper's [w, b]"),
         ),
-        stand_in={"": f"LeNet-300-100{' (the authors’ checkpoint)' if ck_acc is not None else ''} on {_dn(data)}"},
+        stand_in={
+            "": _zoo_label(zn)
+            if trained
+            else f"LeNet-300-100{' (the authors’ checkpoint)' if ck_acc is not None else ''} on {_dn(data)}"
+        },
+        zoo=trained,
         extra=dict(
             data=data_key,
             model=name,
@@ -478,21 +523,26 @@ def _lenet(run: Run) -> Setup:
 
 
 def _vgg16(run: Run) -> Setup:
-    "VGG-16-BN, the paper's CIFAR-10 configuration (conv1, conv8-13) with l1 / l2 / l2-GM; smaller ratios below paper scale."
-    b = run.budget
+    "VGG-16-BN, the paper's CIFAR-10 configuration (conv1, conv8-13) with l1 / l2 / l2-GM; smaller ratios (and 50%) below paper scale."
+    trained = {}
     if run.scale == "paper":
         data, key, config, recipe = cifar10(run.data_root), "cifar10", dict(num_classes=10, width=1), CIFAR_RECIPE
         data = _paper_test(data, run)
         models, source = _load_or_fit(_weights(run, "vgg16_cifar"), vgg16_bn_cifar, config, data, key, recipe, run)
-        name, ratios = f"VGG-16-BN on CIFAR-10 ({source})", [0.5]
+        name, ratios, seeds = f"VGG-16-BN on CIFAR-10 ({source})", [0.5], run.seeds if source == "trained here" else [run.seed]
+        label = f"VGG-16-BN on {_dn(data)}"
+    elif run.scale == "cpu":
+        zn = ZOO_STAND_INS[run.name]["l1"]
+        (data, key), config, recipe, source = _zoo_data(zn, run), zoo.ZOO[zn].config, zoo.ZOO[zn].recipe, "the model zoo"
+        trained, seeds = _zoo_models(run, ZOO_STAND_INS[run.name])
+        models, label, ratios = [t.model for t in trained["l1"]], _zoo_label(zn), [0.1, 0.3, 0.5]
+        name = f"{label} (stand-in for VGG-16 on CIFAR-10; the model zoo's)"
     else:
-        if run.scale == "cpu":
-            (data, key), config = _standin(run), dict(num_classes=10, width=b["width_div"], in_channels=1)
-        else:
-            data, key, config = digits(size=32, channels=3), SMOKE_DIGITS, dict(num_classes=10, width=8)
-        recipe = dict(SMALL_RECIPE, epochs=b["cpu_epochs"] if run.scale == "cpu" else 2)
+        data, key, config = digits(size=32, channels=3), SMOKE_DIGITS, dict(num_classes=10, width=8)
+        recipe = dict(SMALL_RECIPE, epochs=2)
         models, source = [_fit(vgg16_bn_cifar, config, data.train, key, recipe, s, run.dev) for s in run.seeds], "trained here"
         name, ratios = f"VGG-16-BN/{config['width']} on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)", [0.1, 0.3, 0.5]
+        seeds, label = run.seeds, f"VGG-16-BN/{config['width']} on {_dn(data)}"
     subjects = {c: Subject(models, ratios, paper_cfg_ratios, dict(criterion=c)) for c in ("l1", "l2", "l2-GM")}
     return Setup(
         run,
@@ -502,19 +552,20 @@ def _vgg16(run: Run) -> Setup:
         PAPER_VGG16,
         f"{name}: test accuracy %, no fine-tuning",
         name,
-        run.seeds if source == "trained here" else [run.seed],
+        seeds,
         params="params removed %",
         row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}",
         corner="criterion",
         claim_ratios=lambda s, rs: [r for r in rs if r == 0.5],
         extra_claims=_vgg16_claims,
         paper_ratios={"*": [0.5]},
-        stand_in=dict.fromkeys(subjects, f"VGG-16-BN{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"),
+        stand_in=dict.fromkeys(subjects, label),
+        zoo=trained,
         extra=dict(
             data=key,
             model=name,
             config=config,
-            recipe=recipe if source == "trained here" else None,
+            recipe=None if source.startswith("weights file") else recipe,
             lam=0.85,
             threshold=0.1,
             ratios=ratios,
@@ -525,17 +576,14 @@ def _vgg16(run: Run) -> Setup:
 
 def _activations(run: Run) -> Setup:
     "VGG-16-BN per activation (rebuttal Table 1): the paper's configuration of layers; full width on CIFAR-10 at paper scale, stand-ins below."
-    b = run.budget
+    trained, seeds = {}, run.seeds
     if run.scale == "paper":
         data, key, width, in_ch, recipe, ratio = _paper_test(cifar10(run.data_root), run), "cifar10", 1, 3, CIFAR_RECIPE, 0.5
     elif run.scale == "cpu":
-        (data, key), width, in_ch, recipe, ratio = (
-            _standin(run),
-            b["width_div"],
-            1,
-            dict(SMALL_RECIPE, epochs=b["cpu_epochs"]),
-            0.1,
-        )
+        zs = ZOO_STAND_INS[run.name]
+        (data, key), ratio = _zoo_data(zs["Tanh"], run), 0.1
+        width, in_ch, recipe = zoo.ZOO[zs["Tanh"]].config["width"], 1, zoo.ZOO[zs["Tanh"]].recipe
+        trained, seeds = _zoo_models(run, zs)
     else:
         data, key, width, in_ch, recipe, ratio = (
             digits(size=32, channels=3),
@@ -549,12 +597,17 @@ def _activations(run: Run) -> Setup:
     for a, act in ACTIVATIONS.items():
         config = dict(num_classes=10, width=width, activation=act, **({"in_channels": in_ch} if in_ch != 3 else {}))
         path = run.data_path(WEIGHTS[f"vgg16_cifar_{act}"]) if run.scale == "paper" and run.data_root is not None else None
-        models, src = _load_or_fit(path, vgg16_bn_cifar, config, data, key, recipe, run)
+        if trained:
+            models, src = [t.model for t in trained[a]], "the model zoo's"
+        else:
+            models, src = _load_or_fit(path, vgg16_bn_cifar, config, data, key, recipe, run)
         subjects[a] = Subject(models, [ratio], paper_cfg_ratios)
         sources.add(src)
     name = (
         f"VGG-16-BN per activation on CIFAR-10 ({', '.join(sorted(sources))})"
         if run.scale == "paper"
+        else f"VGG-16-BN/{width} per activation on {zoo.DATA_NAMES[key]} (stand-ins for VGG-16 on CIFAR-10; the model zoo's)"
+        if trained
         else f"VGG-16-BN/{width} per activation on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)"
     )
     return Setup(
@@ -565,19 +618,25 @@ def _activations(run: Run) -> Setup:
         PAPER_ACTIVATIONS,
         f"{name}, conv1 + conv8-13 at {{ratio}}: test accuracy %",
         name,
-        run.seeds,
+        seeds,
         row=lambda a, r: a,
         corner="activation",
         partner_seed=lambda s, r: 1000 * s + 1,
         paper_ratios={"*": [0.5]},
-        stand_in={a: f"VGG-16-BN{'' if width == 1 else f'/{width}'} {a} on {_dn(data)}" for a in subjects},
+        stand_in={
+            a: _zoo_label(ZOO_STAND_INS[run.name][a])
+            if trained
+            else f"VGG-16-BN{'' if width == 1 else f'/{width}'} {a} on {_dn(data)}"
+            for a in subjects
+        },
+        zoo=trained,
         extra=dict(data=key, model=name, width=width, ratio=ratio, recipe=recipe, dry_run=run.dry_run),
     )
 
 
 def _mobilenet(run: Run) -> Setup:
     "MobileNetV1 with every layer at the same ratio (rebuttal Table 2): 40/50/60% at paper scale, 10/20/30% below."
-    b = run.budget
+    trained = {}
     if run.scale == "paper":
         data, key, config, recipe, ratios = (
             _paper_test(cifar10(run.data_root), run),
@@ -587,15 +646,20 @@ def _mobilenet(run: Run) -> Setup:
             [0.4, 0.5, 0.6],
         )
         models, source = _load_or_fit(_weights(run, "mobilenet"), mobilenet_v1, config, data, key, recipe, run)
-        name = f"MobileNetV1 on CIFAR-10 ({source})"
+        name, seeds = f"MobileNetV1 on CIFAR-10 ({source})", run.seeds if source == "trained here" else [run.seed]
+        label = f"MobileNetV1 on {_dn(data)}"
+    elif run.scale == "cpu":
+        zn = ZOO_STAND_INS[run.name][""]
+        (data, key), config, recipe, source = _zoo_data(zn, run), zoo.ZOO[zn].config, zoo.ZOO[zn].recipe, "the model zoo"
+        trained, seeds = _zoo_models(run, ZOO_STAND_INS[run.name])
+        models, label, ratios = [t.model for t in trained[""]], _zoo_label(zn), [0.1, 0.2, 0.3]
+        name = f"{label} (stand-in for MobileNetV1 on CIFAR-10; the model zoo's)"
     else:
-        if run.scale == "cpu":
-            (data, key), config = _standin(run), dict(num_classes=10, width=b["width_div"], in_channels=1)
-        else:
-            data, key, config = digits(size=32, channels=3), SMOKE_DIGITS, dict(num_classes=10, width=4)
-        recipe, ratios = dict(SMALL_RECIPE, epochs=b["cpu_epochs"] if run.scale == "cpu" else 3), [0.1, 0.2, 0.3]
+        data, key, config = digits(size=32, channels=3), SMOKE_DIGITS, dict(num_classes=10, width=4)
+        recipe, ratios = dict(SMALL_RECIPE, epochs=3), [0.1, 0.2, 0.3]
         models, source = [_fit(mobilenet_v1, config, data.train, key, recipe, s, run.dev) for s in run.seeds], "trained here"
         name = f"MobileNetV1/{config['width']} on {data.name} 32×32 (stand-in for MobileNetV1 on CIFAR-10)"
+        seeds, label = run.seeds, f"MobileNetV1/{config['width']} on {_dn(data)}"
     return Setup(
         run,
         {"": Subject(models, ratios)},
@@ -604,16 +668,17 @@ def _mobilenet(run: Run) -> Setup:
         PAPER_MOBILENET,
         f"{name}, every layer pruned: test accuracy %, no fine-tuning",
         name,
-        run.seeds if source == "trained here" else [run.seed],
+        seeds,
         params="params (M)",
         gap_claim=True,
         paper_ratios={"*": [0.4, 0.5, 0.6]},
-        stand_in={"": f"MobileNetV1{'' if config['width'] == 1 else '/' + str(config['width'])} on {_dn(data)}"},
+        stand_in={"": label},
+        zoo=trained,
         extra=dict(
             data=key,
             model=name,
             config=config,
-            recipe=recipe if source == "trained here" else None,
+            recipe=None if source.startswith("weights file") else recipe,
             ratios=ratios,
             dry_run=run.dry_run,
         ),
@@ -622,7 +687,7 @@ def _mobilenet(run: Run) -> Setup:
 
 def _imagenet(run: Run) -> Setup:
     "VGG-16 (last conv pruned) and ResNet (inner block convs pruned), top-1/top-5 (rebuttal Table 3): torchvision ImageNet models at paper scale, CIFAR-size stand-ins below."
-    b = run.budget
+    b, trained = run.budget, {}
     if run.scale == "paper":
         test, seeds, num_classes = first(imagenet_folder(run.data_path("imagenet"), "val"), b["test_images"]), [run.seed], 1000
         vgg, res = torchvision_model("vgg16"), torchvision_model("resnet34")
@@ -630,17 +695,18 @@ def _imagenet(run: Run) -> Setup:
             load_weights(m, run.data_path(WEIGHTS[k]), expected=f"torchvision.models.{k}()")
         vggs, ress, name = [vgg.eval()], [res.eval()], "torchvision VGG-16 and ResNet-34 on ImageNet val (224×224)"
         stand_in = {"VGG": "VGG-16 (torchvision) on ImageNet", "ResNet": "ResNet-34 (torchvision) on ImageNet"}
+    elif run.scale == "cpu":
+        zs = ZOO_STAND_INS[run.name]
+        (data, key), (trained, seeds) = _zoo_data(zs["VGG"], run), _zoo_models(run, zs)
+        vggs, ress = [t.model for t in trained["VGG"]], [t.model for t in trained["ResNet"]]
+        test, num_classes = data.test, data.num_classes
+        name = f"{zs['VGG']} and {zs['ResNet']} on {zoo.DATA_NAMES[key]} (stand-ins for ImageNet VGG-16 and ResNet-34; the model zoo's)"
+        stand_in = {s: _zoo_label(n) for s, n in zs.items()}
     else:
         seeds = run.seeds
-        if run.scale == "cpu":
-            data, key = _standin(run)
-            vgg_cfg = dict(num_classes=10, width=b["width_div"], in_channels=1)
-            res_cfg = dict(depth=20, num_classes=10, width=b["res_width_div"], in_channels=1)
-            vgg_recipe = res_recipe = dict(SMALL_RECIPE, epochs=b["cpu_epochs"])
-        else:
-            data, key = digits(size=32, channels=3), SMOKE_DIGITS
-            vgg_cfg, res_cfg = dict(num_classes=10, width=8), dict(depth=20, num_classes=10, width=2)
-            vgg_recipe, res_recipe = dict(SMALL_RECIPE, epochs=2), dict(SMALL_RECIPE, epochs=3)
+        data, key = digits(size=32, channels=3), SMOKE_DIGITS
+        vgg_cfg, res_cfg = dict(num_classes=10, width=8), dict(depth=20, num_classes=10, width=2)
+        vgg_recipe, res_recipe = dict(SMALL_RECIPE, epochs=2), dict(SMALL_RECIPE, epochs=3)
         vggs = [_fit(vgg16_bn_cifar, vgg_cfg, data.train, key, vgg_recipe, s, run.dev) for s in seeds]
         ress = [_fit(cifar_resnet, res_cfg, data.train, key, res_recipe, s, run.dev) for s in seeds]
         test, num_classes = data.test, data.num_classes
@@ -667,6 +733,7 @@ def _imagenet(run: Run) -> Setup:
         corner="model, ratio",
         paper_ratios={"VGG": [0.5, 0.6, 0.7], "ResNet": [0.1, 0.2, 0.3]},
         stand_in=stand_in,
+        zoo=trained,
         extra=dict(model=name, vgg_last_conv=lc, dry_run=run.dry_run),
     )
 
@@ -686,7 +753,7 @@ _SETUPS = {
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #4169737d
 def setup(run: Run) -> Setup:
-    "The models (the paper's, or stand-ins trained through the checkpoint cache) and the test set of the merging notebook `run.name`, each model scored on it."
+    "The models (the paper's, the model zoo's stand-ins at cpu scale, or smoke stand-ins trained through the checkpoint cache) and the test set of the merging notebook `run.name`, each model scored on it."
     if run.name not in _SETUPS:
         raise ValueError(f"`run.name` {run.name!r} is not a merging notebook; start one of {sorted(_SETUPS)}")
     if run.dry_run and run.scale != "paper":
@@ -856,8 +923,13 @@ def _record(M: Measurements) -> dict:
         **({"ratios": first_ratios} if "ratios" in S.extra else {}),
         **({"ratio": first_ratios[0]} if "ratio" in S.extra else {}),
     )
+    zoo_rec = {
+        ts[0].name: dict(seeds=[t.seed for t in ts], values=[round(t.value, 4) for t in ts], floor=ts[0].floor)
+        for ts in S.zoo.values()
+    }
     return dict(
         extra,
+        **({"zoo": zoo_rec} if zoo_rec else {}),
         seeds=S.seeds,
         per_model={f"{v} | {S.row(s, r)}": M.acc(s, v, r).tolist() for s, r in rows for v in M.variants},
         baseline_per_model={s: M.acc(s, "baseline").tolist() for s in S.subjects},
@@ -900,12 +972,14 @@ def _compare(
     b: np.ndarray,
     detail: str = "",
     role: str = "evidence",
+    subjects=None,
 ) -> dict:
-    "Claim `eff` > 0 for the notebook's registry claim (`Setup.paper_claim`) in `role`, unless the unpruned models, or both variants (the better of the two), are at chance."
+    "Claim `eff` > 0 for the notebook's registry claim (`Setup.paper_claim`) in `role`, unless the unpruned models, or both variants (the better of the two), are at chance, or a zoo stand-in of `subjects` (default: all) is under its floor."
     K, pc = M.setup.num_classes, M.setup.paper_claim
-    why = C.chance_reason(np.mean(base) / 100, K, "unpruned model(s)") or C.chance_reason(
+    chance = C.chance_reason(np.mean(base) / 100, K, "unpruned model(s)") or C.chance_reason(
         max(np.mean(a), np.mean(b)) / 100, K, f"both variants ({np.mean(b):.1f}% vs {np.mean(a):.1f}%)"
     )
+    why = "; ".join(w for w in (chance, M.setup.floor_reason(subjects)) if w)
     if why:
         return C.not_evaluable(key, text, why, len(eff), M.units, paper_claim=pc, role=role)
     return C.claim(key, text, eff, units=M.units, detail=detail, paper_claim=pc, role=role)
@@ -957,6 +1031,7 @@ def _claims(M: Measurements, where: dict) -> list:
                     a,
                     b,
                     f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}",
+                    subjects=[subj],
                 ),
                 [subj],
                 [r],
@@ -975,6 +1050,7 @@ def _claims(M: Measurements, where: dict) -> list:
                     M.acc(subj, mv, r1),
                     M.acc(subj, pv, r1),
                     role="diagnostic",
+                    subjects=[subj],
                 ),
                 [subj],
                 rs,
@@ -998,6 +1074,7 @@ def _claims(M: Measurements, where: dict) -> list:
                     accs("random partner t=none"),
                     f"MostSim {np.mean(accs('merge t=none')):.2f} vs random {np.mean(accs('random partner t=none')):.2f}",
                     role="control",
+                    subjects=grp,
                 ),
                 grp,
                 None,
@@ -1013,6 +1090,7 @@ def _claims(M: Measurements, where: dict) -> list:
                     accs("merge t=none"),
                     accs("prune"),
                     role="diagnostic",
+                    subjects=grp,
                 ),
                 grp,
                 None,
@@ -1153,6 +1231,7 @@ def _top5_claims(M: Measurements) -> list:
                     M.acc(subj, "baseline", None, 5),
                     a5("merge"),
                     a5("prune"),
+                    subjects=[subj],
                 ),
                 [subj],
                 rs,
