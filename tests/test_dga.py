@@ -145,7 +145,7 @@ def test_flip_scores_equal_pixel_flipping():
 
 def hand_setup(scale="cpu", dry_run=False, images=4, name="M", paper_name="VGG-16", model=None):
     "A hand-built `Setup`: one tiny model (the same for each seed of the run) on a few random images, no training."
-    run = ga.start("test", ga.BUDGETS, scale, dry_run=dry_run, n_steps=3, flip_steps=4)
+    run = ga.start("test", ga.BUDGETS, scale, dry_run=dry_run, n_steps=3, flip_steps=4, seeds=3 if scale == "cpu" else None)
     m = (model or bn_cnn()).float()
     x, t = torch.randn(images, 3, 8, 8, generator=torch.Generator().manual_seed(0)), torch.arange(images) % 5
     return ga.Setup(run, [{name: (m, x, t)}] * len(run.seeds), "random", paper_names={name: paper_name})
@@ -180,6 +180,28 @@ def test_flip_table_reports_model_at_chance_and_smoke_claims():
     smoke = ga.flip_table(hand_setup("smoke"), ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
     assert all(c["n"] == 4 and "paired images" in c["detail"] for c in smoke.claims)          # one seed: paired images
     assert {c["verdict"] for c in smoke.reported_claims} == {"not evaluable"}
+
+
+def test_flip_table_zoo_floor_and_seeds_per_model():
+    "At cpu each stand-in has the zoo's number of seeds (5 and 3 in one table); a stand-in under its zoo floor in any seed makes its claims not evaluable with the zoo's reason, beside the chance rule; the extra records the zoo's values."
+    from attribkit.papers import zoo
+    m = bn_cnn().float()
+    x, t = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(0)), torch.arange(4) % 5
+    low = [zoo.Trained("ResNet-8/2", k, m, a, 0.90, 0.0, True) for k, a in enumerate([0.95, 0.85, 0.91])]
+    run = ga.start("test", ga.BUDGETS, "cpu", n_steps=3, flip_steps=4)
+    assert run.seeds == [0, 1, 2, 3, 4] == list(range(max(zoo.ZOO[z].seeds for z in ga.ZOO_NAMES.values())))
+    s = ga.Setup(run, [{"A": (m, x, t), "B": (m, x, t)}] * 3 + [{"A": (m, x, t)}] * 2, "random", {"A": [0.93] * 5, "B": [0.95, 0.85, 0.91]},
+                 10, {"A": "VGG-16", "B": "ResNet-18"}, {"B": dict(zoo="ResNet-8/2", values=[0.95, 0.85, 0.91], floor=0.90)},
+                 {"A": None, "B": zoo.floor_reason(low, "B")})
+    res = ga.flip_table(s, ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
+    a = [c for c in res.claims if "/vgg-16/" in c["key"]]
+    b = [c for c in res.claims if "/resnet-18/" in c["key"]]
+    assert a and all(c["n"] == 5 and c["verdict"] != "not evaluable" for c in a)
+    assert b and all(c["n"] == 3 and c["verdict"] == "not evaluable" and "B under its floor: test accuracy 0.850 < 0.90 in 1 of 3 seeds"
+                     in c["detail"] for c in b)
+    assert res.measured["B | test accuracy"]["n"] == 3 and res.extra["zoo"]["B"]["floor"] == 0.90
+    s.accuracy["B"] = [0.95, 0.05, 0.91]                                                  # at chance as well: both reasons
+    assert "B at chance" in s.not_evaluable["B"] and "under its floor" in s.not_evaluable["B"]
 
 
 def test_figure_steps_on_a_hand_built_setup(tmp_path):

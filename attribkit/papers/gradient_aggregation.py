@@ -13,6 +13,7 @@ from ..core import attribute, as_local, available_methods, seed_everything, targ
 from ..claims import PaperClaim, chance_reason, claim, mean_se, unit_effects
 from ..metrics import flip_curves
 from ..dga import DGA
+from . import zoo
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
 
 # %% auto #0
@@ -89,8 +90,8 @@ def _paper_text(table: dict, cols: list) -> str:
 
 _FLIP = "pixel-flip AUC of the target's softmax probability: LeRF ↑ (least relevant removed first), MoRF ↓ (most relevant first)"
 _CPU = (
-    "cpu: VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on Fashion-MNIST 32 × 32, "
-    "3 seeds; paper scale: the torchvision models on ImageNet val"
+    "cpu: the zoo's VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on the full "
+    "Fashion-MNIST 32 × 32 training split, 5, 3 and 5 seeds; paper scale: the torchvision models on ImageNet val"
 )
 PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) claims, with the notebooks that test it
     PaperClaim(
@@ -147,7 +148,7 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "Appendix K, Figure 9",
         "figure only (ResNet-18, 1k ImageNet training images, N ∈ {1, 10, 20, 30, 50, 100}, q ∈ {0.6, …, 1.0}); no numbers",
         _FLIP + " (N = 30 against N = 1, per q)",
-        "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
+        "cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
         "(dga_fig9_grid)",
     ),
     PaperClaim(
@@ -157,7 +158,7 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "Appendix K, Figure 9",
         "figure only; no numbers",
         _FLIP + " (q = 0.6 against q = 1.0 at N = 30: MoRF lower, LeRF lower)",
-        "cpu: ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 (dga_fig9_grid)",
+        "cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 (dga_fig9_grid)",
     ),
     PaperClaim(
         "dga/masks-object",
@@ -194,19 +195,8 @@ SMOKE_MODELS = {
     "Inception-V3": ("lenet5", dict(num_classes=5, in_channels=3, input_size=32)),
 }
 SMOKE_RECIPE = dict(epochs=6, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
-CPU_MODELS = {
-    "VGG-16": ("vgg16_bn_cifar", dict(num_classes=10, in_channels=1, width=16)),
-    "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=10, in_channels=1, width=2)),
-    "Inception-V3": ("lenet5", dict(num_classes=10, in_channels=1, input_size=32)),
-}
-CPU_RECIPE = dict(epochs=2, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=128, schedule="cosine")
-CPU_TRAIN = 6000  # Fashion-MNIST training images per model (a seeded subset; the budget of the cpu tier)
-CPU_SIZE = 32  # Fashion-MNIST resized to 32 x 32 so that the VGG's five poolings fit
-STAND_INS = {
-    "VGG-16": "VGG-16-BN/16 (stand-in for VGG-16)",
-    "ResNet-18": "ResNet-8/2 (stand-in for ResNet-18)",
-    "Inception-V3": "LeNet-5 (stand-in for Inception-V3)",
-}
+ZOO_NAMES = {"VGG-16": "VGG-16-BN/16", "ResNet-18": "ResNet-8/2", "Inception-V3": "LeNet-5"}  # cpu: the zoo's stand-ins
+STAND_INS = {k: f"{v} (stand-in for {k})" for k, v in ZOO_NAMES.items()}  # smoke trains the same builders on shapes
 PAPER_MODELS = {"VGG-16": ("vgg16", 224), "ResNet-18": ("resnet18", 224), "Inception-V3": ("inception_v3", 299)}
 DATA_NAMES = {"smoke": "shapes (single-label, attribkit.data.shapes)", "cpu": "Fashion-MNIST (32 x 32)", "paper": "ImageNet val"}
 
@@ -222,24 +212,48 @@ def _smoke_data():
     return data.shapes(n_train=2000, n_test=500, label="single", seed=0)
 
 
-def _stand_ins(scale: str, names: list, seed: int, device, data_root=None) -> tuple[dict, object]:
-    "The trained stand-ins {paper name: model} of `scale` ('smoke': single-label `shapes()`; 'cpu': a seeded `CPU_TRAIN`-image subset of Fashion-MNIST at 32 x 32), checkpoint-cached, and the data splits."
-    from attribkit import data, models
+def _stand_ins(names: list, seed: int, device) -> tuple[dict, object]:
+    "The smoke stand-ins {paper name: model}, trained on single-label `shapes()` (checkpoint-cached), and the data splits."
+    from attribkit import models
 
-    if scale == "smoke":
-        ds = _smoke_data()
-        train, key, specs, recipe = ds.train, "shapes-single-2000-500-seed0", SMOKE_MODELS, SMOKE_RECIPE
-    else:
-        ds = data.fashion_mnist(data_root, size=CPU_SIZE)
-        idx = torch.randperm(len(ds.train), generator=torch.Generator().manual_seed(0))[:CPU_TRAIN]
-        train = torch.utils.data.TensorDataset(*(t[idx] for t in ds.train.tensors))
-        key, specs, recipe = f"fashion-mnist{CPU_SIZE}-train{CPU_TRAIN}-subset0", CPU_MODELS, CPU_RECIPE
-    out = {}
+    ds, out = _smoke_data(), {}
     for name in names:
-        fn, cfg = specs[name]
-        m, _ = models.train_cached(getattr(models, fn), cfg, train, key, recipe, seed=seed, device=device, progress=False)
+        fn, cfg = SMOKE_MODELS[name]
+        m, _ = models.train_cached(
+            getattr(models, fn),
+            cfg,
+            ds.train,
+            "shapes-single-2000-500-seed0",
+            SMOKE_RECIPE,
+            seed=seed,
+            device=device,
+            progress=False,
+        )
         out[name] = m.to(device).eval()
     return out, ds
+
+
+def _dry_trained(name: str, seed: int, device, data_root=None, n: int = 64) -> zoo.Trained:
+    "A dry run's stand-in in place of the zoo's: the zoo's builder for `name` trained one epoch on the first `n` training images (never cached), its accuracy on the first `n` test images."
+    from attribkit import data, models
+
+    e, sp = zoo.ZOO[name], zoo.splits(zoo.ZOO[name].data, data_root)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        m = e.build()
+    hist = models.train(m, data.first(sp.train, n), seed=seed, device=device, progress=False, **dict(e.recipe, epochs=1))
+    acc = float(models.evaluate(m, data.first(sp.test, n), topk=(1,), device=device)["top1"])
+    return zoo.Trained(name, seed, m.to(models.resolve_device(device)).eval(), acc, e.floor, float(sum(hist["time"])), False)
+
+
+def _zoo_stand_ins(run: Run, names: list) -> dict[str, list]:
+    "cpu: {paper name: [`zoo.Trained` per seed]}, stand-in `ZOO_NAMES[name]` from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
+    out = {}
+    for name in names:
+        z = ZOO_NAMES[name]
+        get = _dry_trained if run.dry_run else zoo.get
+        out[name] = [get(z, s, device=run.dev, data_root=run.data_root) for s in run.seeds[: zoo.ZOO[z].seeds]]
+    return out
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #7e090766
 WEIGHT_FILES = [torchvision_weights(arch) for arch in ("vgg16", "resnet18", "inception_v3")]
@@ -320,7 +334,7 @@ BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip s
         epochs=1000,
     ),
     "cpu": dict(
-        seeds=3,
+        seeds=max(zoo.ZOO[z].seeds for z in ZOO_NAMES.values()),  # the most any stand-in has; setup takes each one's own
         n_images=32,
         gallery_images=32,
         path_images=32,
@@ -372,7 +386,7 @@ BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip s
 
 @dataclass
 class Setup:
-    "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)}), with the data's name, each model's test accuracy per seed and the number of classes."
+    "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)} of the models with an i-th seed), with the data's name, each model's test accuracy per seed, the number of classes and, at cpu, the zoo's record of each stand-in (`stand_ins`) and its floor's `not evaluable` reason (`floor`)."
 
     run: Run
     per_seed: list
@@ -380,10 +394,16 @@ class Setup:
     accuracy: dict = field(default_factory=dict)
     num_classes: int | None = None
     paper_names: dict = field(default_factory=dict)
+    stand_ins: dict = field(default_factory=dict)
+    floor: dict = field(default_factory=dict)
 
     @property
     def seeds(self) -> list[int]:
-        return self.run.seeds
+        return self.run.seeds[: len(self.per_seed)]
+
+    def seeds_of(self, label: str) -> list[int]:
+        "The seeds model `label` has (at cpu: the zoo's count of its stand-in)."
+        return [s for s, per in zip(self.seeds, self.per_seed) if label in per]
 
     @property
     def n_images(self) -> int:
@@ -396,20 +416,44 @@ class Setup:
             return {}
         return {k: chance_reason(a, self.num_classes, k) for k, a in self.accuracy.items()}
 
+    @property
+    def not_evaluable(self) -> dict:
+        "{model label: why its claims are `not evaluable` (at chance, under its zoo floor), or None}."
+        out = {}
+        for k in self.per_seed[0]:
+            why = [r for r in (self.chance.get(k), self.floor.get(k)) if r]
+            out[k] = "; ".join(why) or None
+        return out
+
     def describe(self) -> str:
         "Markdown: the data, seeds and images, and each model with its test accuracy per seed."
         lines = [
             f"**{self.run.name}** ({self.run.scale}{', dry run' if self.run.dry_run else ''}): {self.data}; seeds {self.seeds}; "
             f"{self.n_images} images per model and seed",
             "",
-            "| model | test accuracy per seed |",
-            "|---|---|",
+            "| model | seeds | test accuracy per seed | floor |",
+            "|---|---|---|---|",
         ]
         for label in self.per_seed[0]:
-            acc = self.accuracy.get(label)
+            acc, z = self.accuracy.get(label), self.stand_ins.get(label, {})
             lines.append(
-                f"| {label} | " + (", ".join(f"{a:.3f}" for a in acc) if acc else "— (not measured: pretrained weights)") + " |"
+                f"| {label} | {self.seeds_of(label)} | "
+                + (", ".join(f"{a:.3f}" for a in acc) if acc else "— (not measured: pretrained weights)")
+                + (f" | {z['floor']:.2f}" if z else " | —")
+                + (f" (**under it**: {self.floor[label]})" if self.floor.get(label) else "")
+                + " |"
             )
+        if self.stand_ins:
+            lines += [
+                "",
+                "Test accuracy: "
+                + (
+                    "a dry run's, on 64 test images (not the zoo)"
+                    if self.run.dry_run
+                    else "the zoo's, on the full Fashion-MNIST test split (`attribkit.papers.zoo`)"
+                )
+                + ".",
+            ]
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
@@ -417,7 +461,7 @@ class Setup:
 
 
 def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000) -> Setup:
-    "The paper's `models` (default all three; paper names) for each seed of `run`, with `n_images` images (default the budget's `n_images`): stand-ins trained on the scale's data (checkpoint-cached), or at paper scale the torchvision models with the weights `run.weights` on ImageNet val; test accuracy on `n_eval` test images."
+    "The paper's `models` (default all three; paper names) for each seed of `run`, with the first `n_images` test images (default the budget's `n_images`): at smoke stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); at cpu the zoo's stand-ins (`ZOO_NAMES`), each with the zoo's count of seeds (the run's seeds become the most of these) and the zoo's test accuracy on the full test split; at paper scale the torchvision models with the weights `run.weights` on ImageNet val."
     from attribkit import data
     from attribkit.models import evaluate
 
@@ -427,9 +471,9 @@ def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000
         raise ValueError(f"`models` must be paper model names from {list(PAPER_MODELS)}, got {unknown}")
     seed_everything(run.seed)
     n, dev, scale = n_images or run.budget["n_images"], run.dev, run.scale
-    per_seed, accuracy, k = [], {}, None
-    for s in run.seeds:
-        if scale == "paper":  # images stay on the CPU: chunks go to the device
+    per_seed, accuracy, k, record, floor = [], {}, None, {}, {}
+    if scale == "paper":  # images stay on the CPU: chunks go to the device
+        for s in run.seeds:
             per_seed.append(
                 {
                     k_: (
@@ -439,18 +483,41 @@ def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000
                     for k_ in names
                 }
             )
-            continue
-        stand_ins, ds = _stand_ins(scale, names, s, dev, run.data_root)
+    elif scale == "cpu":
+        trained = _zoo_stand_ins(run, names)
+        ds = zoo.splits(zoo.ZOO[ZOO_NAMES[names[0]]].data, run.data_root)
         x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
-        per_seed.append({model_label(k_, scale): (m, x, y) for k_, m in stand_ins.items()})
-    if scale != "paper":
+        run.budget["seeds"] = max(len(ts) for ts in trained.values())  # the seeds this run has (saved with its results)
+        per_seed = [
+            {model_label(k_, scale): (ts[i].model, x, y) for k_, ts in trained.items() if i < len(ts)}
+            for i in range(run.budget["seeds"])
+        ]
+        k = int(ds.test.tensors[1].max()) + 1
+        for k_, ts in trained.items():
+            label, e = model_label(k_, scale), zoo.ZOO[ZOO_NAMES[k_]]
+            accuracy[label] = [t.value for t in ts]
+            floor[label] = zoo.floor_reason(ts, label)
+            record[label] = dict(
+                zoo=ZOO_NAMES[k_],
+                stands_for=k_,
+                data=zoo.DATA_NAMES.get(e.data, e.data),
+                seeds=[t.seed for t in ts],
+                values=[round(t.value, 4) for t in ts],
+                floor=e.floor,
+                metric=e.metric + (" (dry run: 64 test images)" if run.dry_run else ""),
+            )
+    else:
+        for s in run.seeds:
+            stand_ins, ds = _stand_ins(names, s, dev)
+            x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
+            per_seed.append({model_label(k_, scale): (m, x, y) for k_, m in stand_ins.items()})
         test = data.first(ds.test, n_eval)
         test = torch.utils.data.TensorDataset(*test.tensors[:2])
         k = int(ds.test.tensors[1].max()) + 1
         for per in per_seed:
             for label, (m, _, _) in per.items():
                 accuracy.setdefault(label, []).append(float(evaluate(m, test, topk=(1,), device=dev)["top1"]))
-    return Setup(run, per_seed, DATA_NAMES[scale], accuracy, k, {model_label(k_, scale): k_ for k_ in names})
+    return Setup(run, per_seed, DATA_NAMES[scale], accuracy, k, {model_label(k_, scale): k_ for k_ in names}, record, floor)
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #bd0583d5
 def gxi(model: nn.Module, x: Tensor, t) -> Tensor:
@@ -572,6 +639,7 @@ def _run_methods(s: Setup, methods: dict, failed: dict | None = None, **kwargs) 
                 *per[name], methods, seed=seed, failed=None if failed is None else failed.setdefault(name, {}), **kwargs
             )
             for seed, per in zip(s.seeds, s.per_seed)
+            if name in per
         ]
         for name in s.per_seed[0]
     }
@@ -654,7 +722,7 @@ def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list
     "Claims for every model of `results` and every (method, references, scores, registry claim, role) of `spec` whose maps were run, and {claim key: the comparison it tests}. An evidence comparison against a reference that is neither a control nor random comes with the control 'the reference beats a random map on this score' (once per model, reference and score); where that control fails, the comparison is not evaluable."
     claims, comparisons = [], {}
     for label, runs in results.items():
-        ne, name, gates = s.chance.get(label), s.paper_names.get(label, label), {}
+        ne, name, gates = s.not_evaluable.get(label), s.paper_names.get(label, label), {}
 
         def add(c, method, ref, score):
             claims.append(c)
@@ -799,10 +867,12 @@ def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str,
         measured.update(ranks)
         tables.append(_rank_table(ranks, rank))
     paper = {f"{model_label(m, s.run.scale)} | {meth} | {o} prob": v for (m, o), row in table.items() for meth, v in row.items()}
-    unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]  # the unit of this run's claims (the shared rule)
+    fewest = min(len(s.seeds_of(label)) for label in s.per_seed[0])
+    unit = unit_effects([torch.zeros(1)] * fewest, "methods")[1]  # the unit of this run's claims (the shared rule)
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
+        zoo=s.stand_ins,
         n_images=s.n_images,
         n_steps=b["n_steps"],
         flip_steps=b["flip_steps"],
@@ -866,6 +936,12 @@ RULES = {
 }  # key prefix → rule; the figures add theirs
 
 
+def _n_seeds(s: Setup) -> str:
+    "The number of seeds per model of `s` as text: '3', or '3–5' where the models have different counts (the zoo's)."
+    n = sorted({len(s.seeds_of(label)) for label in s.per_seed[0]})
+    return f"{n[0]}" if len(n) == 1 else f"{n[0]}–{n[-1]}"
+
+
 def flip_figure(s: Setup, res: Result, table: dict, title: str):
     "One panel per score (LeRF ↑ / MoRF ↓, probability and logit): our mean AUC per method and model with SE bars, the paper's value as a black tick (probability panels; the paper's own models). 2 × 2 panels, or 4 × 1 for many bars; at most 14 in wide."
     import matplotlib.pyplot as plt
@@ -902,7 +978,7 @@ def flip_figure(s: Setup, res: Result, table: dict, title: str):
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=7, frameon=False)
     fig.suptitle(
         f"{title} ({s.run.scale}, {s.data}): mean ± SE over "
-        + (f"{len(s.seeds)} seeds" if res.extra["unit"] == "seeds" else f"{s.n_images} images, {len(s.seeds)} seed(s)")
+        + (f"{_n_seeds(s)} seeds" if res.extra["unit"] == "seeds" else f"{s.n_images} images, {_n_seeds(s)} seed(s)")
     )
     return fig
 
@@ -1027,7 +1103,7 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
                 effects,
                 units=unit,
                 detail="effect = difference of object shares",
-                not_evaluable=s.chance.get(label),
+                not_evaluable=s.not_evaluable.get(label),
                 paper_claim="dga/masks-object",
                 role=role,
             )
@@ -1043,6 +1119,7 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
+        zoo=s.stand_ins,
         n_images=s.n_images,
         n_steps=s.run.budget["n_steps"],
         object=_object_note(s, threshold),
@@ -1158,7 +1235,7 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
         measured[f"{label} | step {n} | target prob"] = mean_se(P[:, n]) if len(P) > 1 else float(P[0, n])
     for k, v in late.items():
         measured[f"{label} | {k} | {_RATIO}"] = _cell(v, native=True)
-    ne, model_key = s.chance.get(label), _slug(s.paper_names.get(label, label))
+    ne, model_key = s.not_evaluable.get(label), _slug(s.paper_names.get(label, label))
     effects = [
         (
             "fig8/dga-keeps-object",
@@ -1200,6 +1277,7 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
+        zoo=s.stand_ins,
         n_images=s.n_images,
         n_steps=n_steps,
         object=_object_note(s, threshold),
@@ -1311,7 +1389,7 @@ def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
         for key, (order, score, _) in SCORES.items():
             measured[f"N={n} q={q} | {order} {score}"] = sum(float(r[key].mean()) for r in sc) / len(sc)
     measured.update(_summarise(res, label, reference="DGA"))
-    ne, model_key, claims, comparisons = s.chance.get(label), _slug(s.paper_names.get(label, label)), [], {}
+    ne, model_key, claims, comparisons = s.not_evaluable.get(label), _slug(s.paper_names.get(label, label)), [], {}
 
     def add(key, text, per_seed, cmp, pc):
         e, unit = unit_effects(per_seed, "methods")
@@ -1359,6 +1437,7 @@ def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
+        zoo=s.stand_ins,
         n_images=s.n_images,
         N=NS,
         q=QS,
