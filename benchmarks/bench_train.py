@@ -1,8 +1,8 @@
 """A training epoch of `models.train` against its pure compute (the issue's goal: ≤ 1.2×).
 
 `models.train`'s epoch time is the loop it records in its history (`time`: setup excluded). Pure compute: the same model, optimizer, batch size and number of steps, on batches sliced beforehand, doing only the
-forward pass, the loss, the backward pass and the optimizer step. `models.train` adds the seeded shuffled index batches,
-the gather of each batch, the one-cycle scheduler, label smoothing and the per-epoch bookkeeping. Each measurement runs in
+forward pass, the recipe's loss (its label smoothing included), the backward pass and the optimizer step. `models.train` adds the seeded shuffled index batches,
+the gather of each batch, the one-cycle scheduler and the per-step bookkeeping (running loss and accuracy). Each measurement runs in
 a fresh process (one thread), the two orders alternate across rounds, and the table gives the median ratio with its
 spread (min–max over rounds).
 
@@ -38,7 +38,7 @@ def measure(name: str, arm: str, images: int) -> float:
     model.train()
     t = time.perf_counter()
     for xb, yb in batches:
-        loss = F.cross_entropy(model(xb), yb)
+        loss = F.cross_entropy(model(xb), yb, label_smoothing=r.get("label_smoothing", 0.0))
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     return time.perf_counter() - t
 
