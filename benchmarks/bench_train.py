@@ -1,10 +1,11 @@
 """A training epoch of `models.train` against its pure compute (the issue's goal: ≤ 1.2×).
 
-`models.train`'s epoch time is the loop it records in its history (`time`: setup excluded). Pure compute: the same model, optimizer, batch size and number of steps, on batches sliced beforehand, doing only the
-forward pass, the recipe's loss (its label smoothing included), the backward pass and the optimizer step. `models.train` adds the seeded shuffled index batches,
-the gather of each batch, the one-cycle scheduler and the per-step bookkeeping (running loss and accuracy). Each measurement runs in
-a fresh process (one thread), the two orders alternate across rounds, and the table gives the median ratio with its
-spread (min–max over rounds).
+`models.train`'s epoch time is the loop it records in its history (`time`: setup excluded). Pure compute: the same
+model, optimizer, batch size and number of steps, on batches sliced beforehand, doing only the forward pass, the
+recipe's loss (its label smoothing included), the backward pass and the optimizer step. `models.train` adds the seeded
+shuffled index batches, the gather of each batch, the one-cycle scheduler and the per-step bookkeeping (running loss
+and accuracy). Each measurement runs in a fresh process (one thread), the two orders alternate across rounds, and the
+table gives the median ratio with its spread (min–max over rounds).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_train.py                  # zoo stand-ins, 6,000 Fashion-MNIST images
     python benchmarks/bench_train.py --rounds 5 --images 12000
