@@ -114,7 +114,7 @@ PAPER_CLAIMS = [
         "abstract; paper §5, the VGG-16 / CIFAR-10 table (conv1 and conv8–13 halved, l1 / l2 / l2-GM)",
         f"merge − prune (points): {_gains(PAPER_VGG16)}; merge 93.16 (l1) vs unpruned 93.70",
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
-        f"VGG-16-BN/4 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['VGG-16-BN/4'].seeds} seeds (cpu); "
+        f"VGG-16-BN/16 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['VGG-16-BN/16'].seeds} seeds (cpu); "
         "VGG-16-BN on CIFAR-10 (paper scale)",
     ),
     C.PaperClaim(
@@ -172,7 +172,7 @@ ACTIVATIONS = {
 }
 ZOO_STAND_INS = {  # notebook -> {subject: the zoo's stand-in} at cpu scale
     "merging_lenet": {"": "LeNet-300-100"},
-    "merging_vgg16_cifar": dict.fromkeys(("l1", "l2", "l2-GM"), "VGG-16-BN/4"),  # ÷16 collapses at the paper's cut
+    "merging_vgg16_cifar": dict.fromkeys(("l1", "l2", "l2-GM"), "VGG-16-BN/16"),
     "merging_table1_activations": {a: f"VGG-16-BN/16 {act}" for a, act in ACTIVATIONS.items()},
     "merging_table2_mobilenet": {"": "MobileNetV1/16"},
     "merging_table3_imagenet": {"VGG": "VGG-16-BN/16", "ResNet": "ResNet-8/2"},

@@ -110,9 +110,6 @@ ZOO: dict[str, StandIn] = {
         )
         for a in ACTIVATIONS
     },
-    "VGG-16-BN/4": StandIn(  # wide enough to stay above chance at the paper's 64 % cut (at widths ÷16 both variants collapse)
-        "vgg16_bn_cifar", dict(_VGG, width=4), "fashion_mnist-32", BN_RECIPE, 0.90, 3, "VGG-16 (merging at the paper's cut)"
-    ),
     "ResNet-8/2": StandIn(
         "cifar_resnet",
         dict(depth=8, num_classes=10, in_channels=1, width=2),
