@@ -119,7 +119,9 @@ ZOO: dict[str, StandIn] = {
         3,
         "ResNet-18 / ResNet-34",
     ),
-    "MobileNetV1/16": StandIn("mobilenet_v1", _VGG, "fashion_mnist-32", BN_RECIPE, 0.90, 3, "MobileNetV1"),
+    "MobileNetV1/16": StandIn(  # SGD at 0.1 diverged in one seed of three and left the others at 87–89 %
+        "mobilenet_v1", _VGG, "fashion_mnist-32", dict(_ADAM, epochs=6, lr=3e-3), 0.90, 3, "MobileNetV1"
+    ),
     "LeNet-5": StandIn(
         "lenet5",
         dict(num_classes=10, in_channels=1, input_size=32),
