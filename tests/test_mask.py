@@ -363,3 +363,31 @@ def test_reader_edit_drops_dl_and_ig_from_the_mia_methods(tmp_path, monkeypatch)
     assert not any(k.startswith(("DL ", "IG ")) for k in d["measured"]) and "G×I Q10" in d["measured"]
     assert len(d["claims"]) == 11 and set(d["extra"]["curves"]["cifar10"]) == {
         "PG×I (|∇|⊙z, code)", "PG×I ([∇]⁺⊙z, text)", "GBP", "G×I", "G×SI", "G (control)", "random (control)"}
+
+
+def test_cpu_setup_takes_the_zoo_stand_ins_and_their_floors(monkeypatch):
+    "At cpu the NIB VGGs are the zoo's (nothing trains here); a stand-in under its floor makes its claims not evaluable."
+    import torch
+    from torch.utils.data import TensorDataset
+    from attribkit import data as D, models as M
+    from attribkit.papers import attribution_masks as am, zoo
+    from attribkit.papers.experiment import start
+
+    x = torch.randn(40, 1, 32, 32)
+    fake = D.DataSplits(TensorDataset(x, torch.arange(40) % 10), TensorDataset(x[:20], torch.arange(20) % 10), 10, (0.5,), (0.5,), "f")
+    calls = []
+
+    def get(name, seed, data_root=None, device="auto"):
+        calls.append((name, seed))
+        torch.manual_seed(seed)
+        m = M.nib_vgg(cfg="vgg16", num_classes=10, in_channels=1, width=16, dropout=0.0)
+        return zoo.Trained(name, seed, m.eval(), 0.85 if seed == 1 else 0.9, 0.88, 1.0, True)
+
+    monkeypatch.setattr(zoo, "get", get)
+    monkeypatch.setattr(zoo, "splits", lambda key, root=None: fake)
+    monkeypatch.setattr(M, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a stand-in was trained at cpu")))
+    s = am.setup(start("mask_table2_mia", am.BUDGETS, "cpu"))
+    assert calls == [("NIB VGG16/16", k) for k in range(3)] and s.accuracy["cifar10", "NIB VGG16", 1] == 0.85
+    assert am._chance(s, ["NIB VGG16"]) == "NIB VGG16 under its floor: test accuracy 0.8500 < 0.88 in 1 of 3 seeds"
+    s.trained = {k: zoo.Trained(t.name, t.seed, t.model, 0.9, 0.88, 1.0, True) for k, t in s.trained.items()}
+    assert am._chance(s, ["NIB VGG16"]) is None
