@@ -365,29 +365,92 @@ def test_reader_edit_drops_dl_and_ig_from_the_mia_methods(tmp_path, monkeypatch)
         "PG×I (|∇|⊙z, code)", "PG×I ([∇]⁺⊙z, text)", "GBP", "G×I", "G×SI", "G (control)", "random (control)"}
 
 
-def test_cpu_setup_takes_the_zoo_stand_ins_and_their_floors(monkeypatch):
-    "At cpu the NIB VGGs are the zoo's (nothing trains here); a stand-in under its floor makes its claims not evaluable."
-    import torch
+def fake_zoo(monkeypatch, values=(0.9, 0.85, 0.9)):
+    "The zoo faked: 40 random 1×32×32 images as its data, an untrained zoo-config NIB VGG with test accuracy `values[seed]` as each stand-in; training fails."
     from torch.utils.data import TensorDataset
     from attribkit import data as D, models as M
-    from attribkit.papers import attribution_masks as am, zoo
-    from attribkit.papers.experiment import start
-
-    x = torch.randn(40, 1, 32, 32)
+    from attribkit.papers import zoo
+    x = torch.randn(40, 1, 32, 32, generator=torch.Generator().manual_seed(0))
     fake = D.DataSplits(TensorDataset(x, torch.arange(40) % 10), TensorDataset(x[:20], torch.arange(20) % 10), 10, (0.5,), (0.5,), "f")
     calls = []
 
     def get(name, seed, data_root=None, device="auto"):
         calls.append((name, seed))
         torch.manual_seed(seed)
-        m = M.nib_vgg(cfg="vgg16", num_classes=10, in_channels=1, width=16, dropout=0.0)
-        return zoo.Trained(name, seed, m.eval(), 0.85 if seed == 1 else 0.9, 0.88, 1.0, True)
+        return zoo.Trained(name, seed, zoo.ZOO[name].build().eval(), values[seed], zoo.ZOO[name].floor, 1.0, True)
 
     monkeypatch.setattr(zoo, "get", get)
     monkeypatch.setattr(zoo, "splits", lambda key, root=None: fake)
     monkeypatch.setattr(M, "train", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a stand-in was trained at cpu")))
-    s = am.setup(start("mask_table2_mia", am.BUDGETS, "cpu"))
-    assert calls == [("NIB VGG16/16", k) for k in range(3)] and s.accuracy["cifar10", "NIB VGG16", 1] == 0.85
-    assert am._chance(s, ["NIB VGG16"]) == "NIB VGG16 under its floor: test accuracy 0.8500 < 0.88 in 1 of 3 seeds"
+    return calls
+
+
+def test_cpu_setup_takes_the_zoo_stand_ins_and_their_floors(monkeypatch):
+    "At cpu the NIB VGGs are the zoo's (nothing trains here), named as the zoo names them, with the zoo's seeds, accuracy and floor; a stand-in under its floor makes its claims not evaluable."
+    from attribkit.papers import attribution_masks as am, zoo
+    from attribkit.papers.experiment import start
+    calls = fake_zoo(monkeypatch)
+    run = start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu")
+    assert run.seeds == list(range(zoo.ZOO["NIB VGG16/16"].seeds))
+    s = am.setup(run)
+    assert calls == [("NIB VGG16/16", k) for k in run.seeds] and s.accuracy["cifar10", "NIB VGG16", 1] == 0.85
+    assert s.stand_in() == "NIB VGG16/16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)"
+    assert "| 90.0%, 85.0%, 90.0% | 88% |" in s.describe()
+    why = am._chance(s, ["NIB VGG16"])
+    assert why == zoo.floor_reason(list(s.trained.values()), "NIB VGG16") and why.startswith("NIB VGG16 under its floor: test accuracy 0.85")
+    assert why.endswith("in 1 of 3 seeds")
+    res = am.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi"}, iterations=2, n_images=4)
+    assert res.claim("mia/b2-gxsi-over-gxi/cifar10")["verdict"] == "not evaluable"
+    assert "under its floor" in res.claim("mia/b2-gxsi-over-gxi/cifar10")["detail"]
+    assert res.extra["zoo"] == {s.stand_in(): dict(zoo="NIB VGG16/16", stands_for="NIB VGG16", data="Fashion-MNIST 32×32",
+                                                   seeds=[0, 1, 2], values=[0.9, 0.85, 0.9], floor=0.88,
+                                                   metric="top-1 test accuracy, full test split")}
+    assert res.stand_ins == {s.stand_in(): pytest.approx(0.8833, abs=1e-4)}
     s.trained = {k: zoo.Trained(t.name, t.seed, t.model, 0.9, 0.88, 1.0, True) for k, t in s.trained.items()}
     assert am._chance(s, ["NIB VGG16"]) is None
+
+
+def test_cpu_setup_takes_only_zoo_models_with_the_zoo_seeds(monkeypatch):
+    from attribkit.papers import attribution_masks as am
+    from attribkit.papers.experiment import start
+    calls = fake_zoo(monkeypatch)
+    with pytest.raises(ValueError, match="`seeds` at cpu must be the zoo's count for NIB VGG16/16 \\(3\\), got 5"):
+        am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu", seeds=5))
+    with pytest.raises(ValueError, match="stand-ins of the model zoo"):
+        am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu"), {"NIB VGG11": dict(cfg="vgg11")})
+    assert calls == []
+    s = am.setup(start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu"), am.BIAS_VARIANTS)
+    assert {n for n, _ in calls} == {"NIB VGG16/16", "NIB VGG16/16 + LB", "NIB VGG16/16 + BNB", "NIB VGG16/16 + BNB + LB"}
+    assert s.stand_in("NIB VGG16 + BNB") == "NIB VGG16/16 + BNB on Fashion-MNIST 32×32 (stand-in for NIB VGG16 + BNB on CIFAR-10)"
+
+
+def test_cpu_dry_run_trains_the_zoo_config_on_a_few_images_never_the_zoo(tmp_path, monkeypatch):
+    from attribkit import models as M
+    from attribkit.papers import attribution_masks as am, zoo
+    from attribkit.papers.experiment import start
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path / "cache"))
+    train = M.train
+    fake_zoo(monkeypatch)
+    monkeypatch.setattr(zoo, "get", lambda *a, **k: pytest.fail("a dry run called the zoo"))
+    seen = []
+    monkeypatch.setattr(M, "train", lambda model, data, **k: seen.append(len(data)) or train(model, data, **k))
+    s = am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu", dry_run=True))
+    assert seen == [16] and s.trained == {} and len(s.splits["cifar10"].test) == 4
+    assert s.models["cifar10", "NIB VGG16", 0].features[0].in_channels == 1
+
+
+def test_students_rest_on_the_teacher_and_its_floor(tmp_path, monkeypatch):
+    "Every student claim is not evaluable when the teacher is under its zoo floor; the teacher's accuracy shown is the setup's (the zoo's at cpu)."
+    from attribkit import models as M
+    from attribkit.papers import attribution_masks as P, zoo
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path / "cache"))
+    recipe = dict(epochs=1, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=8, schedule="cosine")
+    s = tiny_setup(tmp_path, recipe={"cifar10": recipe, "cifar100": recipe}, seeds=2, acc=0.8)
+    s.trained = {k: zoo.Trained("NIB VGG16/16", k[2], m, 0.8, 0.88, 1.0, True) for k, m in s.models.items()}
+    students = {"NIB VGG13-6": (M.nib_vgg, dict(cfg="vgg13-6", num_classes=4, input_size=8, width=8, hidden=32, dropout=0.0,
+                                                init="kaiming"))}
+    res = P.train_students(s, students, {"w/o": None, "w/ i=3": ("gxsi", 3, "label")}, n_train=16, n_test=8)
+    c = res.claim("students/masked-over-plain/vgg13-6/i3")
+    assert c["verdict"] == "not evaluable" and "the teacher NIB VGG16 under its floor: test accuracy 0.8" in c["detail"]
+    assert res.extra["teacher_accuracy"] == {"0": 0.8, "1": 0.8} and set(res.extra["teacher_accuracy_student_test"]) == {"0", "1"}
+    assert res.extra["zoo"][s.stand_in()]["values"] == [0.8, 0.8]

@@ -24,7 +24,7 @@ _all_ = ["start"]  # re-exported: a notebook calls P.start(name, P.BUDGETS, …)
 
 # %% auto #0
 __all__ = ['DATASET_NAMES', 'PGXI', 'TABLE6', 'TABLE7', 'PAPER_MIA', 'TABLE8', 'TABLE5', 'TABLE4', 'PAPER_CLAIMS',
-           'DIGITS_NIB_CONFIG', 'DIGITS_NIB_RECIPE', 'BUDGETS', 'NIB16', 'ZOO_NAMES', 'DEPTH_CFGS', 'BIAS_VARIANTS',
+           'DIGITS_NIB_CONFIG', 'DIGITS_NIB_RECIPE', 'ZOO_NAMES', 'BUDGETS', 'NIB16', 'DEPTH_CFGS', 'BIAS_VARIANTS',
            'PAPER_FILES', 'WEIGHT_FILES', 'STUDENT_ARMS', 'CONTROL_ARMS', 'NIB', 'paper_mia', 'digits_nib_vgg',
            'weights_name', 'paper_config', 'Setup', 'setup', 'input_intensity', 'object_pixels', 'object_coverage',
            'Gallery', 'gallery_masks', 'coverage_table', 'class_names', 'gallery_figures', 'mass_on_object',
@@ -184,6 +184,8 @@ def digits_nib_vgg(seed: int = 0, progress: bool = False, device="cpu", **overri
 
 
 _SMOKE_RECIPE = dict(DIGITS_NIB_RECIPE, epochs=8, lr=5e-3, batch_size=128)
+_CPU_STUDENT_RECIPE = dict(epochs=2, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
+ZOO_NAMES = {e.stands_for: z for z, e in zoo.ZOO.items() if e.stands_for in zoo.NIB_FLAGS}  # cpu: paper name → the zoo's stand-in
 _PAPER_RECIPE = {
     "cifar10": dict(
         epochs=70, lr=0.1, optimizer="sgd", momentum=0.9, weight_decay=5e-4, batch_size=352, schedule="step", milestones=(60,)
@@ -214,10 +216,10 @@ BUDGETS = {
         ig_steps=8,
     ),
     "cpu": dict(
-        seeds=3,
-        train_images=None,  # the stand-ins are the model zoo's (full training split, attribkit.papers.zoo)
-        test_images=1000,  # images the protocol steps draw from; test accuracy is the zoo's, on all 10,000
-        recipe=None,
+        seeds=max(zoo.ZOO[z].seeds for z in ZOO_NAMES.values()),  # the zoo's seeds of its NIB VGGs (setup checks each one's)
+        train_images=None,  # the NIB VGGs are the zoo's, trained on all 60,000 training images (attribkit.papers.zoo)
+        test_images=1000,  # the test images the protocol steps draw from; test accuracy is the zoo's, on all 10,000
+        recipe={d: _CPU_STUDENT_RECIPE for d in _PAPER_RECIPE},  # the Table-4 students' only (the NIB VGGs are the zoo's)
         n_mia=200,
         n_mia_table2=300,
         iterations_table2=10,
@@ -268,12 +270,14 @@ def paper_config(cfg: str = "vgg16", dataset: str = "cifar10", layer_bias: bool 
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #a1b2c3d4
 def _data(run: Run, dataset: str) -> tuple:
-    "The data a run trains and tests its NIB VGGs on, the data key of the checkpoint cache and the `nib_vgg` arguments that fit it."
+    "The data a run trains and tests its NIB VGGs on (at cpu the zoo's), the data key of the checkpoint cache and the `nib_vgg` arguments that fit it."
     if run.scale == "paper":
         full = getattr(D, dataset)(run.data_root, augment=True, stats="attribution_mask")
         return full, f"{dataset}-attribution_mask-augment", {}
-    if run.scale == "cpu":
-        return zoo.splits("fashion_mnist-32", run.data_root), "the model zoo's", {}
+    if run.scale == "cpu":  # the zoo's data; `nib_vgg` arguments: the zoo's (used by a dry run, which never calls the zoo)
+        e = zoo.ZOO[ZOO_NAMES["NIB VGG16"]]
+        base = {k: v for k, v in e.config.items() if k not in ("cfg", "layer_bias", "bn_bias")}
+        return zoo.splits(e.data, run.data_root), f"fashion_mnist-size32-ch1-norm-train{run.budget['train_images']}", base
     return D.digits(), "digits-size32-ch3-norm-seed0", dict(DIGITS_NIB_CONFIG, width=16)
 
 
@@ -297,7 +301,6 @@ def _nib(run: Run, splits, data_key: str, base: dict, dataset: str, flags: dict,
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #b2c3d4e5
 NIB16 = {"NIB VGG16": dict(cfg="vgg16")}
-ZOO_NAMES = {n: n.replace("VGG16", "VGG16/16", 1) if "VGG16" in n else f"{n}/16" for n in zoo.NIB_FLAGS}  # paper name → the zoo's
 DEPTH_CFGS = {
     "NIB VGG13-6": dict(cfg="vgg13-6"),
     "NIB VGG13-4": dict(cfg="vgg13-4"),
@@ -335,12 +338,13 @@ class Setup:
         return list(self.flags)
 
     def stand_in(self, name: str = "NIB VGG16", dataset: str | None = None) -> str:
-        "The model named as what it is (e.g. 'NIB VGG16 at widths ÷16 on scikit-learn digits (stand-in for NIB VGG16 on CIFAR-10)')."
+        "The model named as what it is (e.g. 'NIB VGG16/16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)': at cpu the zoo's name)."
         ds = DATASET_NAMES.get(dataset or self.datasets[0], dataset)
         if self.run.scale == "paper":
             return f"{name} on {ds}"
-        data_ = "scikit-learn digits" if self.run.scale == "smoke" else "Fashion-MNIST 32×32"
-        return f"{name} at widths ÷16 on {data_} (stand-in for {name} on {ds})"
+        if self.run.scale == "smoke":
+            return f"{name} at widths ÷16 on scikit-learn digits (stand-in for {name} on {ds})"
+        return f"{ZOO_NAMES.get(name, name + ' at widths ÷16')} on Fashion-MNIST 32×32 (stand-in for {name} on {ds})"
 
     def plain(self, dataset: str):
         "The data without training augmentation (the students' data): the paper's data set re-read at paper scale, else the setup's."
@@ -349,23 +353,45 @@ class Setup:
         return getattr(D, dataset)(self.run.data_root, augment=False, stats="attribution_mask")
 
     def describe(self) -> str:
-        "Markdown: each stand-in with its test accuracy per seed."
+        "Markdown: each stand-in with its test accuracy per seed (at cpu the zoo's, on the full test split, with its floor)."
+        floor = lambda ds, n: f" {100 * self.trained[ds, n, self.run.seeds[0]].floor:.0f}% |" if self.trained else ""
         rows = [
             f"| {self.stand_in(n, ds)} | {self.splits[ds].name} | "
             + ", ".join(f"{100 * self.accuracy[ds, n, s]:.1f}%" for s in self.run.seeds)
             + " |"
+            + floor(ds, n)
             for ds in self.datasets
             for n in self.names
         ]
+        zoo_ = " (the model zoo's, on the full test split)" if self.trained else ""
         return "\n".join(
             [
                 f"**Stand-ins** ({self.run.scale} scale, seeds {self.run.seeds})",
                 "",
-                "| model | data | test accuracy per seed |",
-                "|---|---|---|",
+                f"| model | data | test accuracy per seed{zoo_} |" + (" floor |" if self.trained else ""),
+                "|---|---|---|" + ("---|" if self.trained else ""),
                 *rows,
             ]
         )
+
+    def zoo_record(self, names=None, dataset: str | None = None) -> dict:
+        "At cpu, what the zoo records of the stand-ins `names` (default all): display name → {zoo, stands_for, data, seeds, values, floor, metric}; else {}."
+        ds = dataset or self.datasets[0]
+        rec = {}
+        for n in self.names if names is None else names:
+            ts = [self.trained[ds, n, k] for k in self.run.seeds if (ds, n, k) in self.trained]
+            if ts:
+                e = zoo.ZOO[ts[0].name]
+                rec[self.stand_in(n, ds)] = dict(
+                    zoo=ts[0].name,
+                    stands_for=n,
+                    data=zoo.DATA_NAMES.get(e.data, e.data),
+                    seeds=[t.seed for t in ts],
+                    values=[round(t.value, 4) for t in ts],
+                    floor=e.floor,
+                    metric=e.metric + ", full test split",
+                )
+        return rec
 
     def _repr_markdown_(self) -> str:
         return self.describe()
@@ -375,26 +401,46 @@ class Setup:
 
 
 def setup(run: Run, models: dict | None = None, datasets=("cifar10",)) -> Setup:
-    "The trained NIB VGGs `models` (name → `nib_vgg` flags; default `NIB16`) per data set of `datasets` (the paper's; one stand-in below paper scale) and seed of `run`, with their test accuracy."
+    "The trained NIB VGGs `models` (name → `nib_vgg` flags; default `NIB16`) per data set of `datasets` (the paper's; one stand-in below paper scale) and seed of `run`, with their test accuracy; at cpu the model zoo's (`zoo.get`, `ZOO_NAMES`)."
     seed_everything(run.seed)
     models = dict(NIB16 if models is None else models)
     dsets = list(datasets) if run.scale == "paper" else list(datasets)[:1]
     unknown = [d for d in dsets if d not in DATASET_NAMES]
     if unknown:
         raise ValueError(f"`datasets` must be among {list(DATASET_NAMES)}, got {unknown}")
+    from_zoo = run.scale == "cpu" and not run.dry_run  # a dry run trains the zoo's builder on its few images instead
+    if from_zoo:
+        _check_zoo(run, models)
     b, splits, nets, acc, trained = run.budget, {}, {}, {}, {}
     for ds in dsets:
         full, key, base = _data(run, ds)
         splits[ds] = full._replace(train=D.first(full.train, b["train_images"]), test=D.first(full.test, b["test_images"]))
         for name, flags in models.items():
             for s in run.seeds:
-                if run.scale == "cpu" and not run.dry_run:  # the zoo's stand-in, trained to its floor on all 60,000 images
+                if from_zoo:  # the zoo's stand-in, trained once on all 60,000 images, tested on all 10,000
                     t = trained[ds, name, s] = zoo.get(ZOO_NAMES[name], s, run.data_root, run.dev)
                     nets[ds, name, s], acc[ds, name, s] = t.model, t.value
                     continue
                 nets[ds, name, s] = _nib(run, splits[ds], key, base, ds, flags, s)
                 acc[ds, name, s] = M.evaluate(nets[ds, name, s], splits[ds].test, topk=(1,), device=run.dev)["top1"]
     return Setup(run, splits, nets, models, acc, trained)
+
+
+def _check_zoo(run: Run, models: dict):
+    "At cpu every model must be a zoo stand-in with as many seeds as the run (the zoo's count)."
+    gone = [n for n in models if n not in ZOO_NAMES]
+    if gone:
+        raise ValueError(
+            f"`models` at cpu must be stand-ins of the model zoo, among {list(ZOO_NAMES)}; got {gone}: "
+            "name the models of NIB16, DEPTH_CFGS or BIAS_VARIANTS"
+        )
+    for n in models:
+        k = zoo.ZOO[ZOO_NAMES[n]].seeds
+        if len(run.seeds) != k:
+            raise ValueError(
+                f"`seeds` at cpu must be the zoo's count for {ZOO_NAMES[n]} ({k}), got {len(run.seeds)}: "
+                "leave the `seeds` knob unset at cpu"
+            )
 
 # %% ../../nbs/papers/03_attribution_masks.ipynb #aa409840
 _C10, _C100 = "cifar-10-batches-py", "cifar-100-python"
@@ -661,6 +707,7 @@ def coverage_table(g: Gallery) -> Result:
             "iterations": g.iterations,
             "pgxi_variant": "|∇|⊙z (the paper's code)",
             "effects": effects,
+            **({"zoo": s.zoo_record(["NIB VGG16"])} if s.trained else {}),
             "coverage": {m: float(np.mean([float(g.coverage[m, k].mean()) for k in seeds])) for m in g.methods},
         },
     )
@@ -811,6 +858,8 @@ def mia_curves(
             print(f"{pre}identity check (not a claim): max |Q(G×I) − Q({' or '.join(same)})| = {100 * diff:.2f} pt")
         else:
             print(f"{pre}identity check skipped: it needs G×I and DL or IG among the methods, this run has {list(methods)}")
+    if s.trained:  # cpu: the zoo's record of the stand-in (test accuracy per seed on the full test split, floor)
+        extra["zoo"] = {k: v for ds in dsets for k, v in s.zoo_record(["NIB VGG16"], ds).items()}
     res = Result(run, tables=tables, measured=measured, paper=paper, claims=claims, extra=extra, stand_ins=stand_ins)
     diagnose(res, RULES)
     return res
@@ -1187,6 +1236,7 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
             "test_accuracy": {f"{n} seed {k}": s.accuracy[ds, n, k] for n in s.names for k in seeds},
             "curves": curves,
             "effects": effects,
+            **({"zoo": s.zoo_record()} if s.trained else {}),
         },
     )
     diagnose(res, RULES)
@@ -1334,11 +1384,13 @@ def train_students(
     run, seeds, ds = s.run, s.run.seeds, s.datasets[0]
     plain, splits = s.plain(ds), s.splits[ds]
     recipe, first = run.budget["recipe"][ds], next(iter(students))
-    hit, acc, teacher_acc, kept = {}, {}, {}, {}
+    hit, acc, kept = {}, {}, {}
+    teacher_acc = {k: s.accuracy[ds, "NIB VGG16", k] for k in seeds}  # the setup's test accuracy (at cpu the zoo's)
+    teacher_te = {}  # on the students' test images
     for k in seeds:
         teacher = s.models[ds, "NIB VGG16", k]
         tr0, te0 = D.first(plain.train, n_train), D.first(plain.test, n_test)
-        teacher_acc[k] = float(hits(teacher, te0, run.dev).mean())
+        teacher_te[k] = float(hits(teacher, te0, run.dev).mean())
         fp = M.model_fingerprint(teacher)[:16]
         for arm, spec in arms.items():
             if spec is None:
@@ -1367,7 +1419,8 @@ def train_students(
                 hit[sn, arm, k] = hits(model, te, run.dev)
                 acc[sn, arm, k] = float(hit[sn, arm, k].mean())
         print(
-            f"seed {k}: teacher NIB VGG16 test accuracy {100 * teacher_acc[k]:.1f}%; students "
+            f"seed {k}: teacher NIB VGG16 test accuracy {100 * teacher_acc[k]:.1f}% ({100 * teacher_te[k]:.1f}% on the "
+            f"students' {len(te0)} test images); students "
             + ", ".join(f"{a[0]} {a[1]} {100 * v:.1f}%" for a, v in acc.items() if a[2] == k)
         )
     names = list(students)
@@ -1388,8 +1441,12 @@ def train_students(
         f"{a[0]} {a[1]}": C.mean_se([100 * acc[a[0], a[1], k] for k in seeds]) for a in dict.fromkeys((a, b) for a, b, _ in acc)
     }
     measured["teacher NIB VGG16 test accuracy (%)"] = C.mean_se([100 * teacher_acc[k] for k in seeds])
+    measured["teacher NIB VGG16 accuracy on the students' test images (%)"] = C.mean_se([100 * teacher_te[k] for k in seeds])
     effects = {}
-    claims = _student_claims(effects, hit, acc, names, list(arms), seeds, splits.num_classes)
+    teacher_why = _chance(s, ["NIB VGG16"], ds)
+    claims = _student_claims(
+        effects, hit, acc, names, list(arms), seeds, splits.num_classes, teacher_why and f"the teacher {teacher_why}"
+    )
     stand_ins = {f"teacher {k}": v for k, v in _stand_ins(s, ["NIB VGG16"]).items()}
     stand_ins.update(
         {
@@ -1413,6 +1470,7 @@ def train_students(
             "arms": list(arms),
             "first": first,
             "teacher_accuracy": {str(k): teacher_acc[k] for k in seeds},
+            "teacher_accuracy_student_test": {str(k): teacher_te[k] for k in seeds},
             "student_accuracy": {f"{a[0]} {a[1]} seed {a[2]}": v for a, v in acc.items()},
             "accuracy": {
                 sn: {arm: [acc[sn, arm, k] for k in seeds] for arm in arms if (sn, arm, seeds[0]) in acc} for sn in names
@@ -1422,6 +1480,7 @@ def train_students(
             "input_norm_kept": {f"{a} seed {k}": v for (a, k), v in kept.items()},
             "kept": {a: [kept[a, k] for k in seeds] for a in arms if (a, seeds[0]) in kept},
             "effects": effects,
+            **({"zoo": s.zoo_record(["NIB VGG16"])} if s.trained else {}),
         },
     )
     diagnose(res, RULES)
@@ -1438,13 +1497,15 @@ def _student_stand_in(s: Setup, sn: str, cfg: dict) -> str:
     return f"{sn} student" + (f" at widths ÷{w}" if w != 1 else "") + f" on {data_} (stand-in for {paper} on {ds})"
 
 
-def _student_claims(effects: dict, hit: dict, acc: dict, names: list, arms: list, seeds: list, K: int) -> list:
-    "(e) per student and i ∈ {3, 10}: masked beats unmasked (evidence of `mask/students`); the random control and the label-free / label-use diagnostics (the first student); students are trained models, so the units are seeds."
+def _student_claims(
+    effects: dict, hit: dict, acc: dict, names: list, arms: list, seeds: list, K: int, teacher_why: str | None = None
+) -> list:
+    "(e) per student and i ∈ {3, 10}: masked beats unmasked (evidence of `mask/students`); the random control and the label-free / label-use diagnostics (the first student); students are trained models, so the units are seeds; `teacher_why`: why none is evaluable (the teacher at chance or under its zoo floor)."
     S0 = names[0]
 
     def cl(key, text, sn, a, b, role="evidence"):
         gone = [x for x in (a, b) if (sn, x, seeds[0]) not in acc]
-        why = (
+        why = teacher_why or (
             f"arm {', '.join(gone)} not trained for {sn} in this run"
             if gone
             else C.chance_reason([acc[sn, x, k] for x in (a, b) for k in seeds], K, f"{sn} (arms {a}, {b})")
@@ -1643,6 +1704,7 @@ def bias_curves(
             "curves": {f"{v} {m}": list(Q[v, m].mean(0)) for v in s.names for m in methods},
             "curves_rescaled": {f"{v} {m}": list(Qr[v, m].mean(0)) for v in s.names for m in rescaled},
             "effects": effects,
+            **({"zoo": s.zoo_record()} if s.trained else {}),
         },
     )
     diagnose(res, RULES)
