@@ -203,7 +203,8 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     if dist_hooks is not None: return dist_hooks(notebooks, todo, params, out, root)
-    if scale == "cpu" and todo: train_zoo_record(out, params, jobs, progress)
+    if scale == "cpu" and not only and _paper_notebooks(todo):   # the whole record: the zoo first (--only: each notebook reads or trains its own)
+        train_zoo_record(out, params, jobs, progress)
     bar = None
     def finish(rec: dict, key: str):
         records[rec["name"]] = rec
@@ -236,6 +237,11 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     ordered = [records[nb.stem] for nb in notebooks]
     write_reports(nbs_dir, out, params, records)
     return ordered
+
+def _paper_notebooks(todo) -> bool:
+    "Whether any of the (notebook, key) pairs to run is a paper's repro notebook (named `<paper prefix>_…`)."
+    from attribkit.papers import PAPERS
+    return any(nb.stem.split("_", 1)[0] in PAPERS for nb, _ in todo)
 
 def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
     "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, printing a line per epoch; write `<out>/zoo.json`."

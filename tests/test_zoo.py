@@ -46,3 +46,10 @@ def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
     assert "input intensity 0.510, |intensity| 0.490 (version 1: 0.910, 0.110)" in md and "meets the design targets" in md
     assert "**misses**" in summary_markdown([], dict(scale="cpu", device="cpu"),
                                              zoo=dict(on_disk, localisation_set=dict(CONTROLS, gradcam=0.7)))
+
+
+def test_the_zoo_prepass_runs_only_for_paper_notebooks():
+    "A cpu run of fixture notebooks (the tests) never trains the zoo; the papers' repro notebooks do."
+    from pathlib import Path
+    assert not reproduce._paper_notebooks([(Path("fixtures/ok.ipynb"), "k"), (Path("fixtures/fail.ipynb"), "k")])
+    assert reproduce._paper_notebooks([(Path("nbs/repro/ok.ipynb"), "k"), (Path("nbs/repro/mask_table2_mia.ipynb"), "k")])
