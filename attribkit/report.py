@@ -11,8 +11,9 @@ from .claims import VERDICTS, count_verdicts, paper_verdict
 from .results import fmt_claim, fmt_value, load_results, md_escape, table
 
 # %% auto #0
-__all__ = ['machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'paper_claim_rows', 'registry_table',
-           'zoo_table', 'summary_markdown', 'paper_page', 'compare_records', 'html_report', 'terminal_table']
+__all__ = ['RECORD_FILES', 'machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'paper_claim_rows',
+           'registry_table', 'zoo_table', 'summary_markdown', 'paper_page', 'compare_records', 'html_report',
+           'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -100,6 +101,8 @@ def _localisation_line(c: dict | None) -> list[str]:
             f"{100 * c['test_map']:.1f}) {c['gradcam']:.3f} — {'meets' if ok else '**misses**'} the design targets "
             "(intensity ≤ 0.65, Grad-CAM ≥ 0.80)"]
 
+RECORD_FILES = ("paper_claims.json", "zoo.json")   # the record's JSON files that are not a notebook's results
+
 def zoo_table(rows: list[dict]) -> str:
     "The model zoo as a markdown table: stand-in, what it stands for, data, seeds, metric (mean and per seed), floor, training seconds per seed."
     out = ["| stand-in | for | data | seeds | test metric % (mean; per seed) | floor % | at floor | train s / seed |",
@@ -181,7 +184,7 @@ def compare_records(old_dir, new_dir) -> list[str]:
     out = []
     for new in sorted(new_dir.glob("*.json")):
         old = old_dir / new.name
-        if new.name == "paper_claims.json" or new.name.startswith(".") or not old.exists(): continue
+        if new.name in RECORD_FILES or new.name.startswith(".") or not old.exists(): continue
         try: a, b = load_results(old), load_results(new)
         except ValueError as e:
             out.append(f"{new.stem}: cannot compare ({e})"); continue

@@ -2,10 +2,11 @@
 import json
 from pathlib import Path
 from attribkit.papers import registry
+from attribkit.report import RECORD_FILES
 from attribkit.results import load_results
 
 CPU = Path(__file__).resolve().parents[1] / "reproduction" / "cpu"
-RESULTS = {p.stem: load_results(p) for p in sorted(CPU.glob("*.json")) if p.name != "paper_claims.json" and not p.name.startswith(".")}
+RESULTS = {p.stem: load_results(p) for p in sorted(CPU.glob("*.json")) if p.name not in RECORD_FILES and not p.name.startswith(".")}
 
 def test_record_is_one_snapshot():
     "Every results file was made by the same commit and code (provenance), with the seeds it says."
