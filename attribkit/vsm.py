@@ -274,6 +274,7 @@ class VariationalSaliency(Attribution):
             betas: tuple[float, float] = (0.9, 0.99), seed: int = 0, progress: bool = True,
             k_start: float | None = None,   # anneal the kept fraction linearly from k_start down to k (None: fixed k)
             anneal: float = 0.5,            # fraction of all steps spent annealing
+            on_epoch: Callable[["VariationalSaliency"], dict | None] | None = None,   # after each epoch, encoder in eval mode: its dict joins the epoch's history
             ) -> "VariationalSaliency":
         "Train the encoder (classifier frozen); keep the state with the lowest epoch loss. Returns self."
         if k_start is not None and not (isinstance(self.k, float) and isinstance(k_start, float) and self.k <= k_start <= 1):
@@ -304,6 +305,10 @@ class VariationalSaliency(Attribution):
                     for key in tot: tot[key] += float(out[key].detach()) * len(x)
                     n += len(x); step += 1
                 rec = {key: v / max(n, 1) for key, v in tot.items()} | dict(epoch=ep + 1, k=self.k if k is None else k)
+                if on_epoch is not None:   # a held-out measurement (BatchNorm in eval mode), then back to training
+                    self.encoder.eval()
+                    rec |= dict(on_epoch(self) or {})
+                    self.encoder.train()
                 self.history.append(rec)
                 if (annealed or ep == epochs - 1) and rec["loss"] < best:
                     best, best_state = rec["loss"], copy.deepcopy(self.encoder.state_dict())

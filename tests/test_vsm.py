@@ -254,11 +254,11 @@ def test_vsal_eval_steps_on_a_tiny_setup(tmp_path):
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path)
     res = P.compare_methods(S, _scores(S))
-    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 9
-    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS}
+    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 10
+    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS} | {P.CONTROL}
     assert res.claim("eval/vsm-over-random/deletion")["n"] == 6 and "n = 6 paired images" in res.claim("eval/vsm-over-random/deletion")["detail"]
     assert "VSM arg-max on the 2-px frame (fraction)" in res.measured and "classifier top-1 hit rate, seed 0" in res.measured
-    assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds"}
+    assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds" and c["effect"] is not None}  # gated: none
     d = json.loads(res.save().read_text())
     assert d["name"] == "vsal_eval" and d["claims"][0]["key"].startswith("eval/")
 
@@ -314,7 +314,7 @@ def test_vsal_prior_steps_on_a_tiny_setup(tmp_path):
     post = P.posterior(S, n_images=6)
     fixed = P.edge_fixes(S, post, ["zero prior boundary"])
     res = P.prior_result(S, draws, post, fixed)
-    assert [c["key"] for c in res.claims] == ["posterior/nu-off-over-on"]      # the priors' correlations: cells (identities, tested above)
+    assert [c["key"] for c in res.claims] == ["posterior/nu-off-over-on", P.CONTROL]   # the priors' correlations: cells (identities, tested above)
     assert res.measured["ar1 (rho=0.9): neighbour corr (implied)"] == pytest.approx(0.9)
     assert res.claim("posterior/nu-off-over-on")["n"] == 6
     assert res.measured["edge fix, zero prior boundary: ν edge / interior, KL optimum"] == pytest.approx(1.0)
@@ -415,3 +415,38 @@ def test_vsal_eval_notebook_runs_with_two_methods_dropped(tmp_path):
     d = json.loads((tmp_path / "vsal_eval.json").read_text())
     assert d["extra"]["methods"] == ["VSM", "G×I", "RISE", "intensity", "random"]
     assert not any(k.startswith(("DGA", "Grad-CAM")) for k in d["measured"]) and "VSM deletion" in d["measured"]
+
+
+def test_vsal_encoder_control_gates_the_evidence(tmp_path):
+    "The encoder's keep-k against a random map on held-out images is a control (seeds from 3 on); unless it holds, the evidence that needs a working encoder is not evaluable and names it, and the registry verdict does not count the control twice."
+    from attribkit.claims import claim, paper_verdict
+    from attribkit.papers import variational_saliency as P
+    S = _tiny_setup(tmp_path, seeds=3)
+    res = P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"]))
+    c = res.claim(P.CONTROL)
+    assert c["role"] == "control" and c["paper_claim"] == "vsal/better-saliency" and c["n"] == 3 and "n = 3 seeds" in c["detail"]
+    assert set(res.extra["encoder_check"]) == {0, 1, 2} and all("heldout_keep_k" in h[-1] for h in res.extra["vsm_history"].values())
+    ev = [x for x in res.claims if x["key"].startswith("eval/vsm-over-best/")]
+    assert all((x["verdict"] == "not evaluable" and P.CONTROL in x["detail"]) == (c["verdict"] != "holds") for x in ev)
+    failed = claim(P.CONTROL, "control", [-0.1, -0.11, -0.09], units="seeds", role="control", paper_claim="vsal/better-saliency")
+    gated = P._gated(res.claims, failed, ("eval/vsm-over-best/",))
+    assert all(x["verdict"] == "not evaluable" and P.CONTROL in x["detail"] and "n = 3 seeds" in x["detail"] for x in gated if x in ev or x["key"].startswith("eval/vsm-over-best/"))
+    assert [x for x in gated if not x["key"].startswith("eval/vsm-over-best/")] == [x for x in res.claims if not x["key"].startswith("eval/vsm-over-best/")]
+    pc = P.PAPER_CLAIMS[0]
+    row = paper_verdict(pc, [("vsal_eval", x) for x in gated if x["key"] != P.CONTROL] + [("vsal_eval", failed)])
+    assert row["verdict"] == "not evaluable" and not row["support"].startswith("control")   # gated, not counted twice
+    held = claim(P.CONTROL, "control", [0.1, 0.11, 0.09], units="seeds", role="control", paper_claim="vsal/better-saliency")
+    assert P._gated(res.claims, held, ("eval/vsm-over-best/",)) == res.claims
+
+
+def test_vsal_encoder_curve_is_in_the_cache_key(tmp_path, monkeypatch):
+    "The held-out curve enters the cached history, so a hook without `spec['curve']` (or the reverse) is a ValueError that names both."
+    from torch.utils.data import TensorDataset
+    from attribkit.papers import variational_saliency as P
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path))
+    x = torch.randn(8, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    spec = P._vsm_spec(dict(k=0.25, width=0.125, prior="ar1"), dict(epochs=2, batch_size=4), "clf", "data")
+    with pytest.raises(ValueError, match="`on_epoch` and `spec\\['curve'\\]` go together"):
+        P.fit_vsm(_tiny_classifier(), spec, TensorDataset(x), on_epoch=lambda v: {})
+    v = P.fit_vsm(_tiny_classifier(), dict(spec, curve=dict(n=1)), TensorDataset(x), on_epoch=lambda v: dict(mu=float(v.encode(x[:1])[0].mean())))
+    assert [sorted(h) for h in v.history] == [["epoch", "k", "kl", "likelihood", "loss", "mu"]] * 2

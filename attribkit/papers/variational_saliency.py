@@ -32,9 +32,10 @@ from ..vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 
 # %% auto #0
 __all__ = ['APPENDIX', 'PAPER_TABLE', 'METRICS', 'COLUMNS', 'CLASSIFIER', 'NOTEBOOKS', 'PAPER_FILES', 'WEIGHT_FILES',
-           'EDGE_FIXES', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'METHODS', 'RULES', 'fit_vsm', 'VSMSetup', 'setup',
-           'score_maps', 'compare_methods', 'eval_figures', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result',
-           'prior_figure', 'pipeline_runs', 'pipeline_result', 'pipeline_figure']
+           'EDGE_FIXES', 'VSM_EPOCHS', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'MOSAICS_VERSION', 'CONTROL', 'METHODS',
+           'RULES', 'fit_vsm', 'VSMSetup', 'setup', 'encoder_check', 'score_maps', 'compare_methods', 'eval_figures',
+           'curve_figure', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result', 'prior_figure', 'pipeline_runs',
+           'pipeline_result', 'pipeline_figure']
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #da1a4900
 APPENDIX = dict(
@@ -64,6 +65,7 @@ EDGE_FIXES = {
     "zero boundary + replicate padding": dict(boundary="zero", padding="replicate"),
 }  # the candidate fixes of the edge artefacts
 
+VSM_EPOCHS = 4  # cpu: the encoder's epochs on 768 images (about 12 s each on one core), enough to beat a random map on keep-k
 _VSM = dict(
     k=0.25, k_start=0.75, beta=0.1, prior="ar1", topk="sinkhorn", boundary="free", padding="zeros"
 )  # the notebooks' VSM settings
@@ -74,6 +76,7 @@ BUDGETS = {
         n_train=1000,
         n_test=200,
         n_vsm=1000,
+        heldout_images=64,
         seeds=1,
         clf_epochs=6,
         vsm_epochs=3,
@@ -99,9 +102,10 @@ BUDGETS = {
         n_train=6000,
         n_test=500,
         n_vsm=768,
-        seeds=3,
+        heldout_images=200,
+        seeds=5,  # one LeNet-5 trains in about 30 s on one core
         clf_epochs=6,
-        vsm_epochs=2,
+        vsm_epochs=VSM_EPOCHS,
         width=0.125,
         lr=3e-3,
         batch=32,
@@ -122,6 +126,7 @@ BUDGETS = {
         data="imagenet",
         size=224,
         n_vsm=None,
+        heldout_images=500,
         seeds=1,
         vsm_epochs=APPENDIX["epochs"],
         width=1.0,
@@ -144,6 +149,7 @@ BUDGETS = {
         data="imagenet",
         size=224,
         n_vsm=8,
+        heldout_images=4,
         seeds=1,
         vsm_epochs=1,
         width=1.0,
@@ -245,8 +251,20 @@ def _first_image(data) -> Tensor:
     return item[0] if isinstance(item, (tuple, list)) else item
 
 
-def fit_vsm(clf: nn.Module, spec: dict, data, seed: int = 0, memory: dict | None = None) -> VariationalSaliency:
+def fit_vsm(
+    clf: nn.Module,
+    spec: dict,
+    data,
+    seed: int = 0,
+    memory: dict | None = None,
+    on_epoch=None,  # `VariationalSaliency.fit`'s hook (a held-out curve); its spec must say so (`spec["curve"]`): it enters the history
+) -> VariationalSaliency:
     "A `VariationalSaliency` on `clf` built and fitted on `data` (a data set or loader) from `spec` (`_vsm_spec`), or its encoder loaded from the checkpoint cache; `memory`: a dict instead of the disk (dry run, tests)."
+    if (on_epoch is None) != ("curve" not in spec):
+        raise ValueError(
+            f"`on_epoch` and `spec['curve']` go together (the curve enters the cached history, so the key must name it): "
+            f"got on_epoch={'a hook' if on_epoch else None} and curve={spec.get('curve')!r}; pass both or neither"
+        )
     config = {k: v for k, v in spec["config"].items() if k != "classifier"}
     config["prior"] = SoftTVPrior(*config["prior"])
     in_channels = _first_image(data).shape[0]
@@ -256,7 +274,7 @@ def fit_vsm(clf: nn.Module, spec: dict, data, seed: int = 0, memory: dict | None
             return SaliencyEncoder(in_channels, config["width"], padding_mode=config.get("padding", "zeros"))
 
     def fit(encoder, spec):
-        vsm = VariationalSaliency(clf, **config).fit(data, seed=seed, progress=False, **spec["recipe"])
+        vsm = VariationalSaliency(clf, **config).fit(data, seed=seed, progress=False, on_epoch=on_epoch, **spec["recipe"])
         encoder.load_state_dict(vsm.encoder.state_dict())
         return {"epochs": vsm.history}
 
@@ -288,6 +306,7 @@ class VSMSetup:
     generator: torch.Generator  # the run's seeded generator (seed_everything)
     pred_names: list | None = None  # names of the classifier's outputs when they differ from `class_names` (ImageNet)
     memory: dict | None = None  # `models.cached`'s memory: None → the checkpoint cache on disk; a dict in a dry run and in tests
+    heldout_images: int = 64  # the first test images (never trained on) for the encoder's per-epoch keep-k and its control
 
     @property
     def seeds(self) -> list:
@@ -308,8 +327,25 @@ class VSMSetup:
 
     def vsm(self, s: int, **changes) -> VariationalSaliency:
         "The seed-`s` classifier's fitted VSM (the settings with `changes`), through the checkpoint cache."
-        spec = _vsm_spec(self.settings | changes, self.fit_kw, self.clf_keys[s], self.vsm_data_key)
-        return fit_vsm(self.classifiers[s], spec, self.vsm_data, s, self.memory)
+        settings = self.settings | changes
+        spec = _vsm_spec(settings, self.fit_kw, self.clf_keys[s], self.vsm_data_key)
+        spec["curve"] = dict(heldout_images=self.heldout_images, metric="keep-k of mu and of a random map")
+        x, pred, rnd = self.heldout(s)
+        k, clf = settings["k"], self.classifiers[s]
+        chance = float(_keep_k(clf, x, rnd, pred, k).mean())
+
+        def curve(v: VariationalSaliency) -> dict:
+            return dict(heldout_keep_k=float(_keep_k(clf, x, v.attribute(x), pred, k).mean()), heldout_keep_k_random=chance)
+
+        return fit_vsm(clf, spec, self.vsm_data, s, self.memory, on_epoch=curve)
+
+    def heldout(self, s: int) -> tuple:
+        "The held-out test images (on the device), the seed-`s` classifier's predicted classes and a random map per image (seeded by `s`)."
+        x = self.test_x[: self.heldout_images].to(self.device)
+        with torch.no_grad():
+            pred = self.classifiers[s](x).argmax(1)
+        rnd = torch.rand(len(x), 1, *x.shape[2:], generator=torch.Generator().manual_seed(1000 + s)).to(self.device)
+        return x, pred, rnd
 
     def true_names(self, i: int) -> str:
         "The classes present in test image `i`."
@@ -372,6 +408,9 @@ def _sha(path) -> str:
     return h.hexdigest()[:16]
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #ab37b867
+MOSAICS_VERSION = 2  # fashion_mosaics' version at cpu scale (1 until the record of issue 27: intensity alone found the objects)
+
+
 def _toy_parts(run: Run) -> dict:
     "shapes (smoke) or fashion_mosaics (cpu) with a LeNet-5 stand-in per seed."
     b, dev = run.budget, run.dev
@@ -382,13 +421,14 @@ def _toy_parts(run: Run) -> dict:
         test_x, test_y, test_m = (torch.stack(t) for t in zip(*[data.test[i] for i in range(len(data.test))]))
         labels = F.one_hot(test_y, data.num_classes).bool()
     else:
-        # version 1: the canvases of the record (a switch to 2 must enter the data key: cached models key on it)
-        tr = fashion_mosaics("train", b["n_train"], size=b["size"], seed=run.seed, data_root=run.data_root, version=1)
-        te = fashion_mosaics("test", b["n_test"], size=b["size"], seed=run.seed, data_root=run.data_root, version=1)
+        # version 2: background and distractors share the items' intensities (intensity alone no longer finds the objects)
+        v = MOSAICS_VERSION
+        tr = fashion_mosaics("train", b["n_train"], size=b["size"], seed=run.seed, data_root=run.data_root, version=v)
+        te = fashion_mosaics("test", b["n_test"], size=b["size"], seed=run.seed, data_root=run.data_root, version=v)
         x_tr, y_tr, _ = tr.tensors
         clf_train = TensorDataset(x_tr, y_tr / y_tr.sum(1, keepdim=True))  # cross-entropy on the normalised multi-hot labels
         data = DataSplits(first(TensorDataset(x_tr), b["n_vsm"]), te, 10, *FASHION_MNIST_STATS, "fashion_mosaics")
-        data_key = f"fashion_mosaics-{b['size']}px-n{b['n_train']}-seed{run.seed}"
+        data_key = f"fashion_mosaics-v{v}-{b['size']}px-n{b['n_train']}-seed{run.seed}"  # the version keys every cached model
         vsm_key = f"{data_key}-first{b['n_vsm']}"
         class_names = list(FASHION_MNIST_CLASSES)
         test_x, labels, test_m = te.tensors
@@ -481,7 +521,15 @@ def setup(run: Run) -> VSMSetup:
         settings["padding"] = b["padding"]  # only when set, so that the default's cache key stays as it was
     k_start = None if b["k_start"] is None or b["k_start"] == b["k"] else b["k_start"]
     fit_kw = dict(epochs=b["vsm_epochs"], batch_size=b["batch"], lr=b["lr"], k_start=k_start)
-    return VSMSetup(run, settings=settings, fit_kw=fit_kw, generator=g, memory={} if run.dry_run else None, **parts)
+    return VSMSetup(
+        run,
+        settings=settings,
+        fit_kw=fit_kw,
+        generator=g,
+        memory={} if run.dry_run else None,
+        heldout_images=min(b["heldout_images"], len(parts["test_x"])),
+        **parts,
+    )
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #09199e6e
 def _per_unit(runs: list, f) -> np.ndarray:
@@ -512,6 +560,56 @@ def _chance(S: VSMSetup, seeds: list) -> str | None:
     return chance_reason(
         [S.accuracy[s] for s in seeds if S.accuracy[s] is not None], S.num_classes, "classifier (top-1 hit rate)"
     )
+
+
+CONTROL = "vsm/encoder-beats-random-keepk"  # the key of the control that gates the evidence which needs a working encoder
+
+
+def encoder_check(S: VSMSetup, s: int, vsm: VariationalSaliency | None = None) -> dict:
+    "Seed `s`: keep-k (the predicted class's probability when only the map's top-k pixels are kept) of the fitted encoder's μ and of a random map, per held-out test image."
+    vsm = S.vsm(s) if vsm is None else vsm
+    x, pred, rnd = S.heldout(s)
+    clf, k = S.classifiers[s], S.settings["k"]
+    return dict(seed=s, VSM=_keep_k(clf, x, vsm.attribute(x), pred, k), random=_keep_k(clf, x, rnd, pred, k))
+
+
+def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, at_chance: str | None) -> tuple[dict | None, dict]:
+    "The control claim `CONTROL` (role control, for `paper_claim`) from the runs' `check` (`encoder_check`; None when a run has none) and its measured cells."
+    checks = [r["check"] for r in runs if "check" in r]
+    if not checks or len(checks) != len(runs):
+        return None, {}
+    text = (
+        "control: the trained encoder beats a random map on its own objective, keep-k (the predicted class's probability "
+        "when only the map's top-k pixels are kept) on held-out test images"
+    )
+    measured = {f"keep-k on held-out images, {n}": mean_se(_per_unit(checks, lambda c: c[n].double().numpy())) for n in ("VSM", "random")}
+    measured |= {f"keep-k on held-out images, VSM minus random, seed {c['seed']}": float((c["VSM"] - c["random"]).mean()) for c in checks}
+    kw = dict(paper_claim=paper_claim, role="control")
+    if at_chance:
+        return not_evaluable(CONTROL, text, at_chance, n=len(checks), **kw), measured
+    detail = (
+        f"effect = keep-k of VSM's μ minus keep-k of a random map (seeded per seed), k = {S.settings['k']}, "
+        f"{len(checks[0]['VSM'])} held-out test images per seed, the encoder as fitted ({S.fit_kw['epochs']} epochs, lowest loss kept)"
+    )
+    c = claim(CONTROL, text, _per_unit(checks, lambda c: paired(c["VSM"], c["random"])), units=_units(checks), detail=detail, **kw)
+    return c, measured
+
+
+def _gated(claims: list, control: dict | None, needs: tuple) -> list:
+    "`claims` with the evidence whose key starts with one of `needs` made not evaluable, naming `CONTROL`, when the encoder control does not hold."
+    if control is None or control["verdict"] == "holds":
+        return claims
+    why = (
+        f"control {CONTROL} is {control['verdict']}: the encoder does not beat a random map on its own keep-k objective "
+        f"({control['detail'].split('; ')[0]}), so its maps cannot speak for the method"
+    )
+    return [
+        not_evaluable(c["key"], c["claim"], why, n=c["n"], units=c["detail"].split(";")[0].split(" ", 3)[-1],
+            paper_claim=c["paper_claim"], role=c["role"])
+        if c["role"] == "evidence" and c["key"].startswith(needs) and c["verdict"] != "not evaluable"
+        else c
+        for c in claims
+    ]
 
 
 def _hit_text(S: VSMSetup, seeds: list) -> str:
@@ -584,6 +682,7 @@ def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, r
         r, c = am // W, am % W
         out["border"] = ((r < 2) | (r >= H - 2) | (c < 2) | (c >= W - 2)).float()  # VSM's arg-max on the 2-pixel frame
         out["vsm"] = vsm
+        out["check"] = encoder_check(S, s, vsm)
     return out
 
 
@@ -624,7 +723,7 @@ def _crossed(r: dict, metric: str, folds: list) -> Tensor:
 
 
 def compare_methods(S: VSMSetup, scores: list) -> Result:
-    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims: VSM against the best baseline (evidence; chosen on the other half of the test images), the best baseline against a random map (control) and VSM against a random map (diagnostic), with their diagnoses."
+    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims: VSM against the best baseline (evidence; chosen on the other half of the test images, and not evaluable unless the encoder beats a random map on keep-k, `CONTROL`), the best baseline against a random map (control) and VSM against a random map (diagnostic), with their diagnoses."
     run, n_images = S.run, len(scores[0]["x"])
     units = _units(scores)
     names = list(scores[0]["res"])
@@ -724,6 +823,9 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
                 claims.append(not_evaluable(key, text, at_chance, n=len(scores), role=role, **ev))
             else:
                 claims.append(claim(key, text, effects(m, a, c), units=units, detail=detail, role=role, **ev))
+    control, cells = _encoder_control(S, scores, "vsal/better-saliency", at_chance)
+    measured |= cells
+    claims = _gated(claims, control, ("eval/vsm-over-best/",)) + ([control] if control else [])
     table = {n: {COLUMNS[m]: measured.get(f"{n} {m}") for m in METRICS} for n in names}
     title = f"VSM vs baselines on {data} ({run.scale}); {_hit_text(S, S.seeds)}"
     vsm = {r["seed"]: r["vsm"].history for r in scores if "vsm" in r}
@@ -737,6 +839,7 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
         keep_k={n: float(np.nanmean(values("keep_k", n))) for n in names},
         vsm_history=vsm,
         vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
+        encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in scores if "check" in r},
         settings=S.settings_record(n_eval=n_images),
     )
     res = Result(
@@ -785,7 +888,25 @@ def _why_control(res: Result, c: dict) -> str:
     return f"the metric itself does not separate the best baseline ({res.extra['best_baseline'][m]}) from noise here ({m}, {res.extra['units']})."
 
 
+def _why_encoder(res: Result, c: dict) -> str:
+    "The encoder does not beat a random map on keep-k: its per-seed margins and where its training curve ended."
+    if c["effect"] is None:
+        return ""
+    per = {s: v["VSM"] - v["random"] for s, v in res.extra.get("encoder_check", {}).items()}
+    last = {s: h[-1] for s, h in res.extra.get("vsm_history", {}).items() if h}
+    curve = ", ".join(
+        f"seed {s}: loss {h['loss']:.3f}, held-out keep-k {h['heldout_keep_k']:.3f} vs random {h['heldout_keep_k_random']:.3f}"
+        for s, h in last.items()
+        if "heldout_keep_k" in h
+    )
+    return (
+        f"keep-k of VSM minus random per seed: {', '.join(f'{s}: {d:+.3f}' for s, d in per.items())}; last epoch {curve or 'not recorded'} — "
+        "the encoder is under-trained for this budget (more epochs or images), not evidence against the method."
+    )
+
+
 RULES = {
+    CONTROL: _why_encoder,
     "eval/vsm-over-best": _why_vsm,
     "eval/vsm-over-random": _why_vsm,
     "eval/best-over-random": _why_control,
@@ -820,6 +941,33 @@ def eval_figures(S: VSMSetup, scores: list, n: int = 6, max_rows: int = 4) -> li
         )
         figs.append(fig)
     return figs
+
+
+def curve_figure(res: Result):
+    "The encoders' training curves (`res.extra['vsm_history']`), one line per seed: the training objective per epoch (↓) and keep-k on the held-out test images (↑), a random map's dotted."
+    import matplotlib.pyplot as plt
+
+    hist, k = res.extra["vsm_history"], res.extra["settings"]["k"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for s, h in hist.items():
+        ep = [r["epoch"] for r in h]
+        (line,) = a.plot(ep, [r["loss"] for r in h], marker="o", label=f"seed {s}")
+        if h and all("heldout_keep_k" in r for r in h):
+            b.plot(ep, [r["heldout_keep_k"] for r in h], marker="o", color=line.get_color(), label=f"seed {s}")
+            b.axhline(h[0]["heldout_keep_k_random"], color=line.get_color(), ls=":", lw=1)
+    a.set_xlabel("epoch")
+    a.set_ylabel("training loss ↓ (nats per image)")
+    a.set_title("VSM objective: KL(ŷ_origin ‖ ŷ_perturb) + β·KL per pixel\n(epoch mean; k annealed in the first epochs)", fontsize=9)
+    b.set_xlabel("epoch")
+    b.set_ylabel("keep-k ↑ (probability of the predicted class)")
+    b.set_title(f"held-out test images, top-k = {k} of μ kept\n(dotted: a random map's keep-k, same seed)", fontsize=9)
+    for ax in (a, b):
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    if hist:
+        a.legend(fontsize=7)
+    fig.suptitle(f"VSM encoder training curves; {res.extra.get('model', '')}", fontsize=9)
+    fig.tight_layout()
+    return fig
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #ccbae169
 def _lag1(m: Tensor) -> Tensor:
@@ -871,7 +1019,17 @@ def _posterior_seed(S: VSMSetup, s: int, vsm: VariationalSaliency, n_images: int
     nu_on = (nu * on).flatten(1).sum(1) / on.flatten(1).sum(1).clamp_min(1)
     nu_off = (nu * off).flatten(1).sum(1) / off.flatten(1).sum(1).clamp_min(1)
     ok = (on.flatten(1).sum(1) > 0) & (off.flatten(1).sum(1) > 0)
-    return dict(seed=s, vsm=vsm, x=x.cpu(), mu=mu, nu=nu, sq=sq, obj=obj, log_ratio=(nu_off.log() - nu_on.log())[ok].double())
+    return dict(
+        seed=s,
+        vsm=vsm,
+        x=x.cpu(),
+        mu=mu,
+        nu=nu,
+        sq=sq,
+        obj=obj,
+        log_ratio=(nu_off.log() - nu_on.log())[ok].double(),
+        check=encoder_check(S, s, vsm),
+    )
 
 
 def posterior(S: VSMSetup, n_images: int = 200) -> list:
@@ -1069,6 +1227,9 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
                 f"{run.budget['data']}, {len(post[0]['x'])} test images per seed",
             )
         )
+    control, cells = _encoder_control(S, post, "vsal/uncertainty", at_chance)
+    measured |= cells
+    claims = _gated(claims, control, ("posterior/",)) + ([control] if control else [])
     measured |= _edge_artefacts(post)
     P = post[0]["vsm"].prior
     boundary = "free" if not isinstance(S.settings["prior"], SoftTVPrior) else S.settings["prior"].boundary
@@ -1093,6 +1254,7 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
         data=run.budget["data"],
         model=S.model_name,
         vsm_history={r["seed"]: r["vsm"].history for r in post},
+        encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in post if "check" in r},
         prior=[P.kind, P.strength, P.boundary],
         edge_rows=rows,
         settings=S.settings_record(n_eval=len(post[0]["x"]), n_samples=draws["n_samples"], fixes=list(fixed)),
