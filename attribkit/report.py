@@ -12,8 +12,8 @@ from .results import fmt_claim, fmt_value, load_results, md_escape, table
 
 # %% auto #0
 __all__ = ['RECORD_FILES', 'machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files', 'paper_claim_rows',
-           'registry_table', 'zoo_table', 'summary_markdown', 'paper_page', 'compare_records', 'html_report',
-           'terminal_table']
+           'registry_table', 'students_table', 'zoo_table', 'summary_markdown', 'paper_page', 'compare_records',
+           'html_report', 'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -99,9 +99,26 @@ def _localisation_line(c: dict | None) -> list[str]:
             f"no information): input intensity {c['intensity']:.3f}, |intensity| {c['abs_intensity']:.3f} (version 1: "
             f"{c['intensity_v1']:.3f}, {c['abs_intensity_v1']:.3f}); Grad-CAM of {md_escape(c['classifier'])} (test mAP "
             f"{100 * c['test_map']:.1f}) {c['gradcam']:.3f} — {'meets' if ok else '**misses**'} the design targets "
-            "(intensity ≤ 0.65, Grad-CAM ≥ 0.80)"]
+            "(intensity ≤ 0.65, Grad-CAM ≥ 0.80)"
+            + (f". Among object pixels (a class's mask against the image's other objects, {c['pairs_objects']} pairs): "
+               f"intensity {c['intensity_objects']:.3f}, |intensity| {c['abs_intensity_objects']:.3f}, Grad-CAM "
+               f"{c['gradcam_objects']:.3f}" if "gradcam_objects" in c else "")]
 
 RECORD_FILES = ("paper_claims.json", "zoo.json")   # the record's JSON files that are not a notebook's results
+
+def students_table(rows: list[dict]) -> str:
+    "Seed 000's students (`distillation.student_rows`) as a markdown table: test mAP (mean over the seeds that did not collapse; per seed) beside the teacher's, the gap and the reach asked of each width."
+    out = ["Seed 000's students, distilled from the zoo's mosaic teacher (test mAP, per-sample, ×100; a collapsed seed is not averaged in):", "",
+           "| width | variant | seeds (collapsed) | test mAP (mean; per seed) | teacher | gap | reach | within | distil s / seed |",
+           "|---|---|---:|---|---:|---:|---:|---|---:|"]
+    for r in rows:
+        knobs = f" {', '.join(f'{k}={v}' for k, v in r['knobs'].items())}" if r["knobs"] else ""
+        per = ", ".join(f"{v:.1f}" for v in r["values"])
+        within = "—" if r["within"] is None else "yes" if r["within"] else "**no**"
+        reach = "—" if r["reach"] is None else f"{r['reach']:g}"
+        out.append(f"| {r['width']} | {md_escape(r['variant'] + knobs)} | {r['seeds']} ({r['collapsed']}) | {r['mAP']:.1f} ({per}) | "
+                   f"{r['teacher_mAP']:.1f} | {r['gap']:.1f} | {reach} | {within} | {r['seconds']:.0f} |")
+    return "\n".join(out)
 
 def zoo_table(rows: list[dict]) -> str:
     "The model zoo as a markdown table: stand-in, what it stands for, data, seeds, metric (mean and per seed), floor, training seconds per seed."
@@ -133,6 +150,7 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
         link = f" · [details]({pages[prefix]})" if prefix in pages else ""
         lines += ["", f"## {md_escape(title)}", "", f"{_counts_line(mine)}{link}", "", registry_table(mine, rs)]
     if zoo: lines += ["", "## Stand-ins (the model zoo)", "", zoo_table(zoo["stand_ins"])] + _localisation_line(zoo.get("localisation_set"))
+    if zoo and zoo.get("students"): lines += ["", students_table(zoo["students"])]
     if paper_results:
         lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "",
                   "| results | paper claims (verdict, support) | notebook claims (holds · fails · inconclusive · not evaluable) |", "|---|---|---|"]

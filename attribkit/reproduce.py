@@ -244,14 +244,16 @@ def _paper_notebooks(todo) -> bool:
     return any(nb.stem.split("_", 1)[0] in PAPERS for nb, _ in todo)
 
 def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
-    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, printing a line per epoch; write `<out>/zoo.json`."
-    from attribkit.papers import zoo
+    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, printing a line per epoch, then the seed-000 students distilled from the zoo's teacher (a line per student); write `<out>/zoo.json`."
+    from attribkit.papers import distillation, zoo
     t = time.perf_counter()
     if progress: print(f"zoo: {sum(e.seeds for e in zoo.ZOO.values())} models ({len(zoo.ZOO)} stand-ins), {jobs} at a time", flush=True)
     rows = zoo.zoo_rows(zoo.train_zoo(data_root=params["data_root"], jobs=jobs))
     record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=params["data_root"], device="cpu")}
+    if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the seed-000 students next", flush=True)
+    record["students"] = distillation.student_rows(distillation.train_students(params["data_root"], jobs))
     atomic_write(out / "zoo.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s", flush=True)
+    if progress: print(f"zoo and students: ready in {time.perf_counter() - t:.0f} s", flush=True)
     return record
 
 def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:

@@ -4,8 +4,8 @@ import json
 import pytest
 
 from attribkit import reproduce
-from attribkit.papers import zoo
-from attribkit.report import summary_markdown, zoo_table
+from attribkit.papers import distillation, zoo
+from attribkit.report import students_table, summary_markdown, zoo_table
 
 
 def test_floors_follow_the_issue():
@@ -28,6 +28,18 @@ CONTROLS = dict(images=512, version=2, classifier="Mosaic VGG-6-BN/2", seed=0, t
                 intensity=0.51, abs_intensity=0.49, intensity_v1=0.91, abs_intensity_v1=0.11, gradcam=0.84)
 
 
+STUDENTS = [dict(width="x2", variant="naive", knobs={}, seed=s, mAP=m, F1=30.0, collapsed="", teacher_mAP=77.0, seconds=100.0,
+                 cached=False) for s, m in enumerate([75.0, 73.0])]
+
+
+def test_students_table_marks_a_student_out_of_reach_and_leaves_collapsed_seeds_out():
+    far = [dict(r, width="x4", mAP=60.0) for r in STUDENTS] + [dict(STUDENTS[0], width="x4", seed=2, mAP=20.0, collapsed="collapsed")]
+    t = students_table(distillation.student_rows(far))
+    assert "| x4 | naive | 3 (1) | 60.0 (60.0, 60.0, 20.0) | 77.0 | 17.0 | 10 | **no** | 100 |" in t
+    sweep = distillation.student_rows([dict(r, variant="swa", knobs={"lam": 1.0}) for r in STUDENTS])
+    assert "| x2 | swa lam=1.0 | 2 (0) | 74.0 (75.0, 73.0) | 77.0 | 3.0 | — | — | 100 |" in students_table(sweep)
+
+
 def test_zoo_table_marks_a_stand_in_under_its_floor():
     t = zoo_table(ROWS)
     assert "| LeNet-300-100 | LeNet-300-100 | Fashion-MNIST 28×28 | 2 | top-1 accuracy 88.5 (89.0, 88.0) | 89 | **no** | 10 |" in t
@@ -38,11 +50,13 @@ def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
     monkeypatch.setattr(zoo, "train_zoo", lambda data_root=None, jobs=1: [
         dict(name="LeNet-300-100", seed=s, value=v, train_seconds=10.0, cached=True) for s, v in enumerate([0.89, 0.9])])
     monkeypatch.setattr(zoo, "localisation_controls", lambda data_root=None, device="cpu": CONTROLS)
+    monkeypatch.setattr(distillation, "train_students", lambda data_root=None, jobs=1: STUDENTS)
     rec = reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
     on_disk = json.loads((tmp_path / "zoo.json").read_text())
     assert on_disk == rec and on_disk["stand_ins"][0]["value"] == 0.895 and on_disk["localisation_set"] == CONTROLS
     md = summary_markdown([], dict(scale="cpu", device="cpu"), zoo=on_disk)
     assert "## Stand-ins (the model zoo)" in md and "| LeNet-300-100 |" in md
+    assert on_disk["students"] == distillation.student_rows(STUDENTS) and "| x2 | naive | 2 (0) | 74.0 (75.0, 73.0) | 77.0 | 3.0 | 5 | yes |" in md
     assert "input intensity 0.510, |intensity| 0.490 (version 1: 0.910, 0.110)" in md and "meets the design targets" in md
     assert "**misses**" in summary_markdown([], dict(scale="cpu", device="cpu"),
                                              zoo=dict(on_disk, localisation_set=dict(CONTROLS, gradcam=0.7)))

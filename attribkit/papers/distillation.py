@@ -5,6 +5,9 @@
 # %% ../../nbs/papers/01_distillation.ipynb #f1e8c1c7
 from __future__ import annotations
 import copy
+import json
+import time
+from functools import lru_cache
 from math import nan
 from dataclasses import dataclass, field
 from typing import Callable
@@ -14,6 +17,7 @@ from torch import nn, Tensor
 from torch.utils.data import Dataset, Subset, TensorDataset
 from ..claims import PaperClaim, claim, mean_se, not_evaluable, unit_effects
 from ..data import first
+from . import zoo
 from attribkit.distill import (
     distill,
     evaluate_compression,
@@ -28,13 +32,13 @@ from attribkit.distill import (
     multilabel_kd_loss,
 )
 from ..models import cache_key, cached, load_weights, train_cached, vgg16_bn_cifar, vgg16_voc
-from .experiment import Result, Run, WeightFile, diagnose
+from .experiment import Result, Run, WeightFile, diagnose, start
 
 # %% auto #0
-__all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'BUDGETS', 'TEACHER_FILE', 'PAPER_FILES',
-           'WEIGHT_FILES', 'RULES', 'LAMBDAS', 'TABLE2_MAPS', 'PRUNE_VARIANTS', 'ROAR_MODELS', 'intensity_map', 'Setup',
-           'setup', 'rebuttal_table1', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure',
-           'table2_figure', 'roar_figure']
+__all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'BUDGETS', 'ZOO_TEACHER', 'TEACHER_FILE',
+           'PAPER_FILES', 'WEIGHT_FILES', 'RULES', 'LAMBDAS', 'REACH', 'TABLE2_MAPS', 'PRUNE_VARIANTS', 'ROAR_MODELS',
+           'intensity_map', 'Setup', 'setup', 'rebuttal_table1', 'student_tasks', 'train_students', 'student_rows',
+           'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure', 'table2_figure', 'roar_figure']
 
 # %% ../../nbs/papers/01_distillation.ipynb #201ad7df
 MEASURES = ("mAP", "F1", "AUC", "Point Acc")  # rebuttal Table 1's columns
@@ -161,6 +165,7 @@ _PAPER = dict(
     lam=100.0,
     warmup=0,
     prune_p=0.3,
+    n_finetune=None,
     ft_epochs=30,
     rounds=16,
     round_epochs=30,
@@ -196,6 +201,7 @@ BUDGETS = {
         lam=10.0,
         warmup=1,
         prune_p=0.5,
+        n_finetune=None,
         ft_epochs=2,
         rounds=2,
         round_epochs=1,
@@ -205,31 +211,33 @@ BUDGETS = {
         roar_n_train=512,
         roar_lr=3e-3,
     ),
-    # real data: Fashion-MNIST mosaics (64 px, multi-label, per-class masks), a small VGG-BN teacher, x2 (main), x4, x8 students
+    # real data: the zoo's version-2 Fashion mosaics (64 px, multi-label, per-class masks, distractors and a textured
+    # background) and its 6-conv VGG-BN teacher at width ÷2; x2 (main), x4, x8 students distilled on all 8,000 training mosaics
     "cpu": dict(
         data="fashion_mosaics",
-        n_train=2000,
-        n_test=400,
-        size=64,
+        n_train=zoo.MOSAICS["n_train"],
+        n_test=zoo.MOSAICS["n_test"],
+        size=zoo.MOSAICS["size"],
         in_channels=1,
         num_classes=10,
         arch="vgg6_bn",
-        teacher_width=4,
-        widths={"x2": 8, "x4": 16, "x8": 32},
+        teacher_width=2,
+        widths={"x2": 4, "x4": 8, "x8": 16},
         main="x2",
-        teacher_epochs=10,
-        n_distill=1200,
-        epochs=6,
+        teacher_epochs=None,  # the zoo's recipe
+        n_distill=None,
+        epochs=12,  # 8 epochs left the x2 Naive-KD student 6.6 mAP points under the teacher, 12 epochs at 0.0
         seeds=3,
-        lr=0.02,
+        lr=0.05,
         momentum=0.9,
-        milestones=(5,),
+        milestones=(7, 10),
         batch=64,
         match="features.21",
         eval_layer="features.20",
         lam=10.0,
         warmup=1,
         prune_p=0.5,
+        n_finetune=1200,  # pruned teachers fine-tune on the first 1,200 training mosaics
         ft_epochs=2,
         rounds=2,
         round_epochs=1,
@@ -261,6 +269,7 @@ BUDGETS = {
 _VGG6_CFG = [32, "M", 64, "M", 128, 128, "M", 256, 256, "M"]  # `arch="vgg6_bn"`: six 3×3 conv-BN-ReLU, four max-pools
 _VGG16_PRUNE_PATTERN = (1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1)  # which of VGG-16's 13 convs the paper prunes
 _VGG6_PRUNE_PATTERN = (1, 0, 0, 0, 1, 1)  # the same shape on the 6-conv stand-in
+ZOO_TEACHER = "Mosaic VGG-6-BN/2"  # cpu: the zoo's teacher (its data: `zoo.MOSAICS`)
 TEACHER_FILE = "weights/vgg16_voc_teacher.pth"  # the default `weights` under `data_root`
 PAPER_FILES = {
     name: ["VOCdevkit/VOC2012", TEACHER_FILE]
@@ -269,7 +278,7 @@ PAPER_FILES = {
 WEIGHT_FILES = [WeightFile(TEACHER_FILE, vgg16_voc)]  # the VOC teacher: a state dict of `vgg16_voc()`
 _MODEL_NAMES = {
     "smoke": "VGG-16-BN layout (from scratch, width/8) on shapes() toy data",
-    "cpu": "6-conv VGG-BN on Fashion-MNIST mosaics (stand-in for VGG-16-BN on VOC)",
+    "cpu": "the zoo's Mosaic VGG-6-BN/2 on Fashion mosaics v2 (stand-in for VGG-16-BN on VOC)",
     "paper": "VGG-16-BN on VOC 2012",
 }
 
@@ -321,13 +330,14 @@ class Setup:
     teacher: nn.Module
     train_set: Dataset
     eval_set: Dataset  # test images with masks: AUC and Point Acc (and mAP / F1 without `cls_eval_set`)
-    distill_set: Dataset  # students distil and pruned networks fine-tune on these
+    distill_set: Dataset  # students distil on these, pruned networks fine-tune on the first `n_finetune`
     cls_eval_set: Dataset | None  # VOC: the Main val list for mAP / F1
     data_key: str
     teacher_key: str
     teacher_recipe: dict
     chance_map: float  # mAP of random scores: the label prior's level
     teacher_scores: dict = field(default_factory=dict)  # the teacher's test mAP, per-class mAP and F1 (×100)
+    floor: str | None = None  # cpu: why the claims are not evaluable when the zoo's teacher is under its floor
     memory: dict | None = None  # the students' cache in memory (the dry run), else the disk cache
     histories: dict = field(default_factory=dict)
 
@@ -431,26 +441,29 @@ class Setup:
             return net
 
         def fit(net: nn.Module, spec: dict) -> dict:
-            r = spec["recipe"]
-            return distill(
-                self.teacher,
-                net,
-                self.distill_set,
-                r["method"],
-                r["layer"],
-                r["layer"],
-                epochs=r["epochs"],
-                lr=r["lr"],
-                momentum=r["momentum"],
-                weight_decay=r["weight_decay"],
-                batch_size=r["batch_size"],
-                milestones=r["milestones"],
-                transfer_weight=r["transfer_weight"],
-                drop_percent=r["drop_percent"],
-                warmup=r["warmup"],
-                seed=s,
-                device=self.device,
-                progress=False,
+            r, t = spec["recipe"], time.perf_counter()
+            return dict(
+                distill(
+                    self.teacher,
+                    net,
+                    self.distill_set,
+                    r["method"],
+                    r["layer"],
+                    r["layer"],
+                    epochs=r["epochs"],
+                    lr=r["lr"],
+                    momentum=r["momentum"],
+                    weight_decay=r["weight_decay"],
+                    batch_size=r["batch_size"],
+                    milestones=r["milestones"],
+                    transfer_weight=r["transfer_weight"],
+                    drop_percent=r["drop_percent"],
+                    warmup=r["warmup"],
+                    seed=s,
+                    device=self.device,
+                    progress=False,
+                ),
+                seconds=time.perf_counter() - t,
             )
 
         net, hist = cached(f"{fn.__module__}.{fn.__qualname__}", spec, build, fit, s, memory=self.memory)
@@ -492,9 +505,13 @@ class Setup:
         return _row(r, self.collapsed(r), name)
 
 # %% ../../nbs/papers/01_distillation.ipynb #45d18f26
-def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tuple[nn.Module, str, dict]:
-    "The teacher, its identity in the students' cache keys and its recipe: loaded from `weights` with VOC, else trained through `train_cached`."
+def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tuple[nn.Module, str, dict, str | None]:
+    "The teacher, its identity in the students' cache keys, its recipe and the not-evaluable reason when it is under its floor: loaded from `weights` with VOC, the zoo's `ZOO_TEACHER` at cpu, else trained through `train_cached`."
     C = run.budget
+    if C["data"] == "fashion_mosaics":
+        t, e = zoo.get(ZOO_TEACHER, run.seed, run.data_root, run.dev), zoo.ZOO[ZOO_TEACHER]
+        why = zoo.floor_reason([t], f"the teacher ({ZOO_TEACHER})")
+        return t.model, cache_key(f"attribkit.models.{e.model}", e.config, e.data, e.recipe, run.seed), e.recipe, why
     fn, config = _arch(C["arch"], C["num_classes"], C["teacher_width"], C["in_channels"], C["size"])
     if C["data"] == "voc2012":
         path = run.weights_path(TEACHER_FILE)
@@ -505,12 +522,12 @@ def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tupl
             )
         teacher = fn(**config)
         load_weights(teacher, path, "VOC teacher (`weights`)", expected=f"attribkit.models.{fn.__name__}(**{config})")
-        return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}
+        return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}, None
     recipe = dict(
         epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce", schedule="cosine"
     )
     teacher, _ = train_cached(fn, config, xy_train, data_key, recipe, seed=run.seed, device=run.dev, progress=progress)
-    return teacher, cache_key(fn, config, data_key, recipe, run.seed), recipe
+    return teacher, cache_key(fn, config, data_key, recipe, run.seed), recipe, None
 
 
 def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
@@ -527,10 +544,14 @@ def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
     if C["data"] == "shapes":
         d = D.shapes(n_train=C["n_train"], n_test=C["n_test"], size=C["size"], num_classes=C["num_classes"], seed=0)
         return d.train, d.test, None, key
-    # version 1: the canvases of the record (a switch to 2 must enter the data key: cached models key on it)
-    train = D.fashion_mosaics("train", C["n_train"], size=C["size"], seed=0, data_root=run.data_root, version=1)
-    test = D.fashion_mosaics("test", C["n_test"], size=C["size"], seed=0, data_root=run.data_root, version=1)
-    return train, test, None, key
+    zk = dict(n_train=C["n_train"], n_test=C["n_test"], size=C["size"])
+    if any(zoo.MOSAICS[k] != v for k, v in zk.items()):
+        raise ValueError(
+            f"the cpu mosaics are the zoo's (its teacher trained on them): `n_train`, `n_test`, `size` must be "
+            f"{ {k: zoo.MOSAICS[k] for k in zk} }, got {zk}; change zoo.MOSAICS (and retrain the zoo) instead"
+        )
+    sp = zoo.splits("fashion_mosaics-64", run.data_root)
+    return sp.train, sp.test, None, f"{sp.name}-{C['n_train']}-{C['n_test']}-{C['size']}"
 
 
 def setup(run: Run, progress: bool = False) -> Setup:
@@ -542,7 +563,7 @@ def setup(run: Run, progress: bool = False) -> Setup:
         torch.set_num_threads(1)
     train_set, eval_set, cls_eval, data_key = _data(run)
     xy_train = TensorDataset(*train_set.tensors[:2]) if isinstance(train_set, TensorDataset) else train_set
-    teacher, teacher_key, teacher_recipe = _teacher(run, xy_train, data_key, progress)
+    teacher, teacher_key, teacher_recipe, floor = _teacher(run, xy_train, data_key, progress)
     teacher.to(run.dev).eval()
     y = _labels(cls_eval if cls_eval is not None else eval_set)
     g = torch.Generator().manual_seed(run.seed)  # mAP of random scores: the label prior's level
@@ -559,6 +580,7 @@ def setup(run: Run, progress: bool = False) -> Setup:
         teacher_recipe,
         chance,
         memory={} if run.dry_run else None,
+        floor=floor,
     )
     S.teacher_scores = S.scores(teacher, maps={})  # no map: draws nothing from the global RNG
     return S
@@ -716,6 +738,10 @@ def _result(
 
     md = paper_table(table, paper or {}, cols=cols, title=title, decimals=decimals)
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds) | extra | dict(table=table, title=title, compared=compared)
+    if S.floor:  # the zoo's teacher under its floor: every claim rests on it
+        claims = [
+            not_evaluable(c["key"], c["claim"], S.floor, c["n"], paper_claim=c["paper_claim"], role=c["role"]) for c in claims
+        ]
     res = Result(
         S.run,
         tables=[md, *notes],
@@ -761,14 +787,17 @@ def _first_batch_ratio(S: Setup, head_init: str, lam: float, s: int) -> tuple[fl
     return g_aux / g_task, float(sm.detach().flatten(1).norm(dim=1).median())
 
 
-def _lambda_sweep(S: Setup, lambdas) -> dict:
-    "SWA students with the old start (N(0, 0.01) head, no warm-up, λ = 100) and the fixed start at each of `lambdas`."
-    C, MAIN = S.cfg, S.cfg["main"]
+def _sweep_runs(S: Setup, lambdas) -> dict:
+    "The λ sweep's SWA students, name → (knobs of `Setup.student`, seeds): the old start (N(0, 0.01) head, no warm-up, λ = 100) and the fixed start at each of `lambdas`; the main λ on every seed (the Table's SWA students), the others on the first."
     runs = {"old start (N(0, 0.01) head, no warm-up), λ = 100": dict(lam=100.0, head_init="normal0.01", warmup=0)}
     runs |= {f"fixed start, λ = {l:g}": dict(lam=l) for l in lambdas}
-    sweep = {}
-    for name, kw in runs.items():  # the main λ runs on every seed (the Table's SWA students); the others on the first seed
-        seeds = S.seeds if kw["lam"] == C["lam"] and "head_init" not in kw else S.seeds[:1]
+    return {n: (kw, S.seeds if kw["lam"] == S.cfg["lam"] and "head_init" not in kw else S.seeds[:1]) for n, kw in runs.items()}
+
+
+def _lambda_sweep(S: Setup, lambdas) -> dict:
+    "The λ sweep (`_sweep_runs`): each run's F1, AUC and mAP over its seeds, collapsed seeds, and the first-batch gradient ratio."
+    MAIN, sweep = S.cfg["main"], {}
+    for name, (kw, seeds) in _sweep_runs(S, lambdas).items():
         rs = [S.row(S.scores(S.student(s, "swa", MAIN, **kw))) for s in seeds]
         ratio, norm = _first_batch_ratio(S, kw.get("head_init", "default"), kw["lam"], S.seeds[0])
         sweep[name] = dict(
@@ -1033,6 +1062,96 @@ def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAM
         notes=(_sweep_note(S, sweep), loss_text),
     )
 
+# %% ../../nbs/papers/01_distillation.ipynb #518ad360
+REACH = {"x2": 5.0, "x4": 10.0}  # cpu: how far (test mAP points) a student of each width may sit under its teacher
+
+
+def student_tasks(S: Setup, variants=tuple(VARIANTS), lambdas=LAMBDAS) -> list[tuple]:
+    "Every student (seed, variant, width, knobs of `Setup.student`) `rebuttal_table1` distils from `S`'s teacher: Table 1's and the λ sweep's, each once, the widest first."
+    C, MAIN = S.cfg, S.cfg["main"]
+    tasks = [
+        (s, VARIANTS[v], w, {}) for w in C["widths"] for v in variants if w == MAIN or v in ("Naive-KD", "SSWA") for s in S.seeds
+    ]
+    tasks += [(s, "swa", MAIN, kw) for kw, seeds in _sweep_runs(S, lambdas).values() for s in seeds]
+    once = {}
+    for s, v, w, kw in tasks:
+        once.setdefault((s, json.dumps(S.student_spec(v, w, **kw)[1], sort_keys=True, default=str)), (s, v, w, kw))
+    return sorted(once.values(), key=lambda t: C["widths"][t[2]])
+
+
+@lru_cache(maxsize=1)
+def _cpu_setup(data_root) -> Setup:
+    "The cpu set-up of the seed-000 notebooks (the zoo's teacher and mosaics), once per process."
+    return setup(start("distill_rebuttal_table1", BUDGETS, "cpu", device="cpu", data_root=data_root))
+
+
+def _student_one(task: tuple) -> dict:
+    "Worker: distil (or read) one cpu student on one thread and score it on the test mosaics; prints a line."
+    data_root, s, variant, width, kw = task
+    torch.set_num_threads(1)
+    S = _cpu_setup(data_root)
+    r = S.student_spec(variant, width, **kw)[1]["recipe"]
+    scores = S.scores(S.student(s, variant, width, **kw), maps={})
+    h = S.histories[variant, width, r["transfer_weight"], s, r["head_init"], r["warmup"]]
+    row = dict(
+        width=width,
+        variant=variant,
+        knobs=kw,
+        seed=s,
+        mAP=round(scores["mAP"], 2),
+        F1=round(scores["F1"], 2),
+        collapsed=S.collapsed(scores),
+        teacher_mAP=round(S.teacher_scores["mAP"], 2),
+        seconds=round(h.get("seconds", nan), 1),
+        cached=bool(h["cached"]),
+    )
+    took = "cached" if row["cached"] else f"{row['seconds']:.0f} s"
+    print(
+        f"students: {width} {variant}{' ' + str(kw) if kw else ''} seed {s}: test mAP {row['mAP']:.1f} (teacher "
+        f"{row['teacher_mAP']:.1f}), F1 {row['F1']:.1f} ({took})",
+        flush=True,
+    )
+    return row
+
+
+def train_students(data_root=None, jobs: int = 1) -> list[dict]:
+    "Distil (or read from the cache) every cpu student of `student_tasks`, `jobs` worker processes at a time; one row per student."
+    tasks = [(data_root, *t) for t in student_tasks(_cpu_setup(data_root))]
+    if jobs <= 1:
+        return [_student_one(t) for t in tasks]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+        return list(ex.map(_student_one, tasks))
+
+
+def student_rows(runs: list[dict]) -> list[dict]:
+    "The students' table from `train_students`' rows: per (width, variant, knobs) the test mAP over the seeds that did not collapse, the teacher's, the gap, `REACH` and whether the mean is within it."
+    rows = []
+    for key in dict.fromkeys((r["width"], r["variant"], json.dumps(r["knobs"], sort_keys=True)) for r in runs):
+        rs = [r for r in runs if (r["width"], r["variant"], json.dumps(r["knobs"], sort_keys=True)) == key]
+        alive = [r["mAP"] for r in rs if not r["collapsed"]]
+        m, t = (round(float(np.mean(alive)), 2) if alive else nan), rs[0]["teacher_mAP"]
+        reach = REACH.get(rs[0]["width"]) if not rs[0]["knobs"] else None
+        rows.append(
+            dict(
+                width=rs[0]["width"],
+                variant=rs[0]["variant"],
+                knobs=rs[0]["knobs"],
+                seeds=len(rs),
+                collapsed=len(rs) - len(alive),
+                mAP=m,
+                values=[r["mAP"] for r in rs],
+                teacher_mAP=t,
+                gap=round(t - m, 2),
+                reach=reach,
+                within=None if reach is None else bool(t - m <= reach),
+                seconds=round(float(np.mean([r["seconds"] for r in rs])), 1),
+            )
+        )
+    return rows
+
 # %% ../../nbs/papers/01_distillation.ipynb #42b140c6
 def _table2_maps(S: Setup) -> dict:
     "The rebuttal's maps on this scale's layers: EBP, LRP α1β0, FullGrad (for the unreadable third map) and Grad-CAM."
@@ -1171,7 +1290,7 @@ def pruning(
         device=S.device,
         progress=False,
     )
-    T = S.scores(S.teacher, controls=True)
+    T, ft_set = S.scores(S.teacher, controls=True), first(S.distill_set, C["n_finetune"])
     rows, rand = {"Unpruned teacher": [S.row(T)]}, {}
     controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}  # the unpruned teacher's controls
     pruned = l1_filter_prune(S.teacher, conv_rates(S.teacher, P["p"], pattern=pattern))
@@ -1183,7 +1302,7 @@ def pruning(
             distill(
                 S.teacher,
                 net,
-                S.distill_set,
+                ft_set,
                 PRUNE_VARIANTS[label],
                 C["match"],
                 C["match"],
@@ -1198,7 +1317,7 @@ def pruning(
             net, masks, hist = iterative_magnitude_prune(
                 S.teacher,
                 S.teacher,
-                S.distill_set,
+                ft_set,
                 rounds=P["rounds"],
                 rate=0.2,
                 variant=PRUNE_VARIANTS[label],

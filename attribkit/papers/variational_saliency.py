@@ -582,8 +582,12 @@ def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, at_chance: str |
         "control: the trained encoder beats a random map on its own objective, keep-k (the predicted class's probability "
         "when only the map's top-k pixels are kept) on held-out test images"
     )
-    measured = {f"keep-k on held-out images, {n}": mean_se(_per_unit(checks, lambda c: c[n].double().numpy())) for n in ("VSM", "random")}
-    measured |= {f"keep-k on held-out images, VSM minus random, seed {c['seed']}": float((c["VSM"] - c["random"]).mean()) for c in checks}
+    measured = {
+        f"keep-k on held-out images, {n}": mean_se(_per_unit(checks, lambda c: c[n].double().numpy())) for n in ("VSM", "random")
+    }
+    measured |= {
+        f"keep-k on held-out images, VSM minus random, seed {c['seed']}": float((c["VSM"] - c["random"]).mean()) for c in checks
+    }
     kw = dict(paper_claim=paper_claim, role="control")
     if at_chance:
         return not_evaluable(CONTROL, text, at_chance, n=len(checks), **kw), measured
@@ -591,7 +595,9 @@ def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, at_chance: str |
         f"effect = keep-k of VSM's μ minus keep-k of a random map (seeded per seed), k = {S.settings['k']}, "
         f"{len(checks[0]['VSM'])} held-out test images per seed, the encoder as fitted ({S.fit_kw['epochs']} epochs, lowest loss kept)"
     )
-    c = claim(CONTROL, text, _per_unit(checks, lambda c: paired(c["VSM"], c["random"])), units=_units(checks), detail=detail, **kw)
+    c = claim(
+        CONTROL, text, _per_unit(checks, lambda c: paired(c["VSM"], c["random"])), units=_units(checks), detail=detail, **kw
+    )
     return c, measured
 
 
@@ -604,8 +610,15 @@ def _gated(claims: list, control: dict | None, needs: tuple) -> list:
         f"({control['detail'].split('; ')[0]}), so its maps cannot speak for the method"
     )
     return [
-        not_evaluable(c["key"], c["claim"], why, n=c["n"], units=c["detail"].split(";")[0].split(" ", 3)[-1],
-            paper_claim=c["paper_claim"], role=c["role"])
+        not_evaluable(
+            c["key"],
+            c["claim"],
+            why,
+            n=c["n"],
+            units=c["detail"].split(";")[0].split(" ", 3)[-1],
+            paper_claim=c["paper_claim"],
+            role=c["role"],
+        )
         if c["role"] == "evidence" and c["key"].startswith(needs) and c["verdict"] != "not evaluable"
         else c
         for c in claims
@@ -957,7 +970,9 @@ def curve_figure(res: Result):
             b.axhline(h[0]["heldout_keep_k_random"], color=line.get_color(), ls=":", lw=1)
     a.set_xlabel("epoch")
     a.set_ylabel("training loss ↓ (nats per image)")
-    a.set_title("VSM objective: KL(ŷ_origin ‖ ŷ_perturb) + β·KL per pixel\n(epoch mean; k annealed in the first epochs)", fontsize=9)
+    a.set_title(
+        "VSM objective: KL(ŷ_origin ‖ ŷ_perturb) + β·KL per pixel\n(epoch mean; k annealed in the first epochs)", fontsize=9
+    )
     b.set_xlabel("epoch")
     b.set_ylabel("keep-k ↑ (probability of the predicted class)")
     b.set_title(f"held-out test images, top-k = {k} of μ kept\n(dotted: a random map's keep-k, same seed)", fontsize=9)

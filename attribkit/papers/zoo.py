@@ -222,7 +222,7 @@ def floor_reason(trained: list[Trained], what: str | None = None) -> str | None:
 
 # %% ../../nbs/papers/00b_zoo.ipynb #8b41abdd
 def localisation_controls(name: str = "Mosaic VGG-6-BN/2", seed: int = 0, data_root=None, device="auto") -> dict:
-    "Intensity and |intensity| mask AUC on the test mosaics (version 2 and version 1), and Grad-CAM's mask AUC of zoo classifier `name`: means over images (Grad-CAM: over present classes)."
+    "Intensity and |intensity| mask AUC on the test mosaics (version 2 and version 1), and Grad-CAM's mask AUC of zoo classifier `name`: means over images (Grad-CAM: over present classes); `*_objects`: the same maps among object pixels, per present class (its mask against the image's other objects)."
     from attribkit.attr import GradCAM
     from attribkit.metrics import intensity_auc, mask_auc
 
@@ -235,6 +235,12 @@ def localisation_controls(name: str = "Mosaic VGG-6-BN/2", seed: int = 0, data_r
         i, k = pairs[s : s + 128].T
         maps.append(cam.attribute(x[i].to(dev), target=k.to(dev)).detach().cpu()[:, 0])
     c2, c1 = intensity_auc(x, masks), intensity_auc(v1[0], v1[2])
+    gradcam, m, w = torch.cat(maps), masks[pairs[:, 0], pairs[:, 1]], masks.any(1)[pairs[:, 0]]
+    xi = x[pairs[:, 0]]
+    objects = {
+        k: mask_auc(h, m, within=w).mean
+        for k, h in [("intensity", xi.sum(1)), ("abs_intensity", xi.abs().sum(1)), ("gradcam", gradcam)]
+    }
     return dict(
         images=len(x),
         version=MOSAICS["version"],
@@ -246,7 +252,9 @@ def localisation_controls(name: str = "Mosaic VGG-6-BN/2", seed: int = 0, data_r
         abs_intensity=round(c2["abs_intensity"].mean, 4),
         intensity_v1=round(c1["intensity"].mean, 4),
         abs_intensity_v1=round(c1["abs_intensity"].mean, 4),
-        gradcam=round(mask_auc(torch.cat(maps), masks[pairs[:, 0], pairs[:, 1]]).mean, 4),
+        gradcam=round(mask_auc(gradcam, m).mean, 4),
+        pairs_objects=int((m.flatten(1).sum(1) < w.flatten(1).sum(1)).sum()),
+        **{f"{k}_objects": round(v, 4) for k, v in objects.items()},
     )
 
 # %% ../../nbs/papers/00b_zoo.ipynb #26bf442f
