@@ -10,9 +10,9 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
-           'check_key', 'claim', 'not_evaluable', 'not_evidence', 'run_claims', 'scale_note', 'chance_floor',
-           'at_chance', 'chance_reason', 'unit_effects', 'paired', 'mean_se', 'count_verdicts', 'PaperClaim',
-           'paper_verdict']
+           'check_key', 'claim', 'not_evaluable', 'not_evidence', 'made_not_evaluable', 'run_claims', 'scale_note',
+           'chance_floor', 'at_chance', 'chance_reason', 'unit_effects', 'paired', 'mean_se', 'count_verdicts',
+           'PaperClaim', 'paper_verdict']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
@@ -85,11 +85,14 @@ def not_evidence(scale: str, dry_run: bool = False) -> str | None:
     "Why a run at `scale` (with `dry_run`) is not evidence (`DRY_RUN`, `SMOKE`), or None for a run whose claims get verdicts."
     return DRY_RUN if dry_run else SMOKE if scale == "smoke" else None
 
+def made_not_evaluable(c: dict, reason: str) -> dict:
+    "Claim `c` made `not evaluable` for `reason` (a control that failed, a stand-in under its floor, …): its key, text, numbers and detail kept, the reason first in the detail."
+    return c if reason in c["detail"] else dict(c, verdict="not evaluable", detail=f"not evaluable: {reason}; {c['detail']}")
+
 def run_claims(claims: Sequence[dict], scale: str, dry_run: bool = False) -> list[dict]:
     "`claims` as a run at `scale` reports them: at smoke and in a dry run each is `not evaluable` with the reason (`SMOKE`, `DRY_RUN`), its text, numbers and detail kept."
     why = not_evidence(scale, dry_run)
-    if why is None: return list(claims)
-    return [c if why in c["detail"] else dict(c, verdict="not evaluable", detail=f"not evaluable: {why}; {c['detail']}") for c in claims]
+    return list(claims) if why is None else [made_not_evaluable(c, why) for c in claims]
 
 def scale_note(scale: str, dry_run: bool = False) -> str:
     "The line a repro notebook prints first: which scale ran and whether its claims are evidence."

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn, Tensor
 from torch.utils.data import Dataset, Subset, TensorDataset
-from ..claims import PaperClaim, claim, mean_se, not_evaluable, unit_effects
+from ..claims import PaperClaim, claim, made_not_evaluable, mean_se, not_evaluable, unit_effects
 from ..data import first
 from . import zoo
 from attribkit.distill import (
@@ -739,9 +739,7 @@ def _result(
     md = paper_table(table, paper or {}, cols=cols, title=title, decimals=decimals)
     extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds) | extra | dict(table=table, title=title, compared=compared)
     if S.floor:  # the zoo's teacher under its floor: every claim rests on it
-        claims = [
-            not_evaluable(c["key"], c["claim"], S.floor, c["n"], paper_claim=c["paper_claim"], role=c["role"]) for c in claims
-        ]
+        claims = [made_not_evaluable(c, S.floor) for c in claims]
     res = Result(
         S.run,
         tables=[md, *notes],

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Subset, TensorDataset
-from ..claims import PaperClaim, chance_reason, claim, mean_se, not_evaluable, paired, unit_effects
+from ..claims import PaperClaim, chance_reason, claim, made_not_evaluable, mean_se, not_evaluable, paired, unit_effects
 from ..core import atomic_save, attribute, seed_everything
 from attribkit.data import (
     FASHION_MNIST_CLASSES,
@@ -610,15 +610,7 @@ def _gated(claims: list, control: dict | None, needs: tuple) -> list:
         f"({control['detail'].split('; ')[0]}), so its maps cannot speak for the method"
     )
     return [
-        not_evaluable(
-            c["key"],
-            c["claim"],
-            why,
-            n=c["n"],
-            units=c["detail"].split(";")[0].split(" ", 3)[-1],
-            paper_claim=c["paper_claim"],
-            role=c["role"],
-        )
+        made_not_evaluable(c, why)
         if c["role"] == "evidence" and c["key"].startswith(needs) and c["verdict"] != "not evaluable"
         else c
         for c in claims
