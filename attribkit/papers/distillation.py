@@ -1114,14 +1114,7 @@ def _student_one(task: tuple) -> dict:
 
 def train_students(data_root=None, jobs: int = 1) -> list[dict]:
     "Distil (or read from the cache) every cpu student of `student_tasks`, `jobs` worker processes at a time; one row per student."
-    tasks = [(data_root, *t) for t in student_tasks(_cpu_setup(data_root))]
-    if jobs <= 1:
-        return [_student_one(t) for t in tasks]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
-        return list(ex.map(_student_one, tasks))
+    return zoo.in_workers(_student_one, [(data_root, *t) for t in student_tasks(_cpu_setup(data_root))], jobs)
 
 
 def student_rows(runs: list[dict]) -> list[dict]:

@@ -19,7 +19,7 @@ from .. import models as M
 
 # %% auto #0
 __all__ = ['DATA', 'MOSAICS', 'DATA_NAMES', 'NIB_RECIPE', 'BN_RECIPE', 'VGG6_CFG', 'NIB_FLAGS', 'ACTIVATIONS', 'ZOO', 'splits',
-           'StandIn', 'Trained', 'get', 'floor_reason', 'localisation_controls', 'train_zoo', 'zoo_rows']
+           'StandIn', 'Trained', 'get', 'floor_reason', 'localisation_controls', 'in_workers', 'train_zoo', 'zoo_rows']
 
 # %% ../../nbs/papers/00b_zoo.ipynb #a5ade25e
 DATA: dict[str, Callable] = {
@@ -275,17 +275,21 @@ def _train_one(task: tuple) -> dict:
     return dict(name=name, seed=seed, value=t.value, train_seconds=t.train_seconds, cached=t.cached)
 
 
-def train_zoo(names=None, data_root=None, jobs: int = 1) -> list[dict]:
-    "Train (or read from the cache) every seed of stand-ins `names` (default: all), `jobs` worker processes at a time; one row per (stand-in, seed)."
-    names = list(ZOO) if names is None else [n for n in names if _entry(n)]
-    tasks = [(n, s, data_root, ZOO[n].seeds) for n in names for s in range(ZOO[n].seeds)]
+def in_workers(fn: Callable, tasks: list, jobs: int = 1) -> list:
+    "`fn` over `tasks` in order, in `jobs` spawned worker processes (`jobs` ≤ 1: here); `fn` must be importable (a module-level function)."
     if jobs <= 1:
-        return [_train_one(t) for t in tasks]
+        return [fn(t) for t in tasks]
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
-        return list(ex.map(_train_one, tasks))
+        return list(ex.map(fn, tasks))
+
+
+def train_zoo(names=None, data_root=None, jobs: int = 1) -> list[dict]:
+    "Train (or read from the cache) every seed of stand-ins `names` (default: all), `jobs` worker processes at a time; one row per (stand-in, seed)."
+    names = list(ZOO) if names is None else [n for n in names if _entry(n)]
+    return in_workers(_train_one, [(n, s, data_root, ZOO[n].seeds) for n in names for s in range(ZOO[n].seeds)], jobs)
 
 
 def zoo_rows(runs: list[dict]) -> list[dict]:
