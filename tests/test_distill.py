@@ -460,3 +460,15 @@ def test_paper_reader_edit_of_table2_notebook_runs(tmp_path):
     res = json.loads((tmp_path / "out" / "distill_rebuttal_table2.json").read_text())
     assert not any("EBP" in k or "LRP" in k for k in res["measured"]) and "SSWA Grad-CAM AUC" in res["measured"]
     assert {c["key"].split("/")[2] for c in res["claims"]} == {"fullgrad"}   # Grad-CAM's claims are Table 1's
+
+
+def test_paper_teacher_under_its_floor_makes_every_claim_not_evaluable(f32):
+    "At cpu the teacher is the zoo's: under its floor, every claim of a step is not evaluable with the reason, its numbers kept."
+    from attribkit.papers.distillation import _tiny_setup, rebuttal_table2
+    S = _tiny_setup()
+    ok = rebuttal_table2(S, ["Grad-CAM", "EBP"])
+    S.floor = "the teacher (Mosaic VGG-6-BN/2) under its floor: test accuracy 0.5000 < 0.60"
+    low = rebuttal_table2(S, ["Grad-CAM", "EBP"])
+    assert low.claims and [c["key"] for c in low.claims] == [c["key"] for c in ok.claims]
+    assert all(c["verdict"] == "not evaluable" and c["detail"].startswith(f"not evaluable: {S.floor}") for c in low.claims)
+    assert [c["effect"] for c in low.claims] == [c["effect"] for c in ok.claims]
