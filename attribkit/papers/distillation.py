@@ -37,8 +37,9 @@ from .experiment import Result, Run, WeightFile, diagnose, start
 # %% auto #0
 __all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'BUDGETS', 'ZOO_TEACHER', 'TEACHER_FILE',
            'PAPER_FILES', 'WEIGHT_FILES', 'RULES', 'LAMBDAS', 'REACH', 'TABLE2_MAPS', 'PRUNE_VARIANTS', 'ROAR_MODELS',
-           'intensity_map', 'Setup', 'setup', 'rebuttal_table1', 'student_tasks', 'train_students', 'student_rows',
-           'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure', 'table2_figure', 'roar_figure']
+           'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1', 'student_tasks', 'train_students',
+           'student_rows', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure', 'table2_figure',
+           'roar_figure']
 
 # %% ../../nbs/papers/01_distillation.ipynb #201ad7df
 MEASURES = ("mAP", "F1", "AUC", "Point Acc")  # rebuttal Table 1's columns
@@ -987,6 +988,11 @@ def _table1_claims(S: Setup, V: list, teacher: dict, runs: dict, rand: dict, con
     return claims
 
 
+def table1_students(S: Setup, variants, widths) -> list[tuple[str, str]]:
+    "Rebuttal Table 1's students as (width, variant label): every one of `variants` at the main width, Naive-KD and SSWA at the other `widths`."
+    return [(w, v) for w in widths for v in variants if w == S.cfg["main"] or v in ("Naive-KD", "SSWA")]
+
+
 def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAMBDAS) -> Result:
     "Rebuttal Table 1: the teacher and the students of `variants` (main width) and Naive-KD / SSWA (each of `widths`), with controls, claims and the λ sweep over `lambdas`."
     C, MAIN = S.cfg, S.cfg["main"]
@@ -998,13 +1004,11 @@ def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAM
     teacher = S.row(T)
     controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}
     runs, rand = {}, {}  # (width, label) -> one row per seed; label -> the random map's rows (main width)
-    for w in W:
-        for label in V:
-            if w == MAIN or label in ("Naive-KD", "SSWA"):
-                res = [S.scores(S.student(s, VARIANTS[label], w), controls=(w == MAIN)) for s in S.seeds]
-                runs[w, label] = [S.row(r) for r in res]
-                if w == MAIN:
-                    rand[label] = [S.row(r, "random") for r in res]
+    for w, label in table1_students(S, V, W):
+        res = [S.scores(S.student(s, VARIANTS[label], w), controls=(w == MAIN)) for s in S.seeds]
+        runs[w, label] = [S.row(r) for r in res]
+        if w == MAIN:
+            rand[label] = [S.row(r, "random") for r in res]
     keys = MEASURES + ("AUC among objects", "mAP (per class)")
     measured = {f"Full (Teacher) {k}": teacher[k] for k in keys}
     measured |= {f"Teacher's {c} {k}": r[k] for c, r in controls.items() for k in ("AUC", "Point Acc", "AUC among objects")}
@@ -1067,9 +1071,7 @@ REACH = {"x2": 5.0, "x4": 10.0}  # cpu: how far (test mAP points) a student of e
 def student_tasks(S: Setup, variants=tuple(VARIANTS), lambdas=LAMBDAS) -> list[tuple]:
     "Every student (seed, variant, width, knobs of `Setup.student`) `rebuttal_table1` distils from `S`'s teacher: Table 1's and the λ sweep's, each once, the widest first."
     C, MAIN = S.cfg, S.cfg["main"]
-    tasks = [
-        (s, VARIANTS[v], w, {}) for w in C["widths"] for v in variants if w == MAIN or v in ("Naive-KD", "SSWA") for s in S.seeds
-    ]
+    tasks = [(s, VARIANTS[v], w, {}) for w, v in table1_students(S, variants, C["widths"]) for s in S.seeds]
     tasks += [(s, "swa", MAIN, kw) for kw, seeds in _sweep_runs(S, lambdas).values() for s in seeds]
     once = {}
     for s, v, w, kw in tasks:

@@ -16,23 +16,21 @@ from ..claims import PaperClaim, chance_reason, claim, made_not_evaluable, mean_
 from ..core import atomic_save, attribute, seed_everything
 from attribkit.data import (
     FASHION_MNIST_CLASSES,
-    FASHION_MNIST_STATS,
     IMAGENET_STATS,
-    DataSplits,
-    fashion_mosaics,
     first,
     imagenet_folder,
     shapes,
 )
 from ..metrics import insertion_deletion, mask_auc, pointing_game
 from ..models import cache_dir, cache_key, cached, lenet5, load_weights, train_cached
+from . import zoo
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
 from ..results import md_escape, paper_table
 from ..vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 
 # %% auto #0
 __all__ = ['APPENDIX', 'PAPER_TABLE', 'METRICS', 'COLUMNS', 'CLASSIFIER', 'NOTEBOOKS', 'PAPER_FILES', 'WEIGHT_FILES',
-           'EDGE_FIXES', 'VSM_EPOCHS', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'MOSAICS_VERSION', 'CONTROL', 'METHODS',
+           'EDGE_FIXES', 'ZOO_CLASSIFIER', 'VSM_EPOCHS', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'CONTROL', 'METHODS',
            'RULES', 'fit_vsm', 'VSMSetup', 'setup', 'encoder_check', 'score_maps', 'compare_methods', 'eval_figures',
            'curve_figure', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result', 'prior_figure', 'pipeline_runs',
            'pipeline_result', 'pipeline_figure']
@@ -65,6 +63,9 @@ EDGE_FIXES = {
     "zero boundary + replicate padding": dict(boundary="zero", padding="replicate"),
 }  # the candidate fixes of the edge artefacts
 
+ZOO_CLASSIFIER = (
+    "Mosaic VGG-6-BN/2"  # cpu: the zoo's multi-label classifier on the cluttered mosaics (its floor gates every claim)
+)
 VSM_EPOCHS = 4  # cpu: the encoder's epochs on 768 images (about 12 s each on one core), enough to beat a random map on keep-k
 _VSM = dict(
     k=0.25, k_start=0.75, beta=0.1, prior="ar1", topk="sinkhorn", boundary="free", padding="zeros"
@@ -97,14 +98,11 @@ BUDGETS = {
         schematic_images=200,
     ),
     "cpu": dict(
-        data="fashion_mosaics",
-        size=64,
-        n_train=6000,
-        n_test=500,
+        data="fashion_mosaics",  # the zoo's: version 2, `zoo.MOSAICS` (8,000 train / 512 test, 64 px)
+        classifier=ZOO_CLASSIFIER,  # one classifier from the zoo; the seeds vary the VSM encoder (one encoder is under 60 s)
         n_vsm=768,
         heldout_images=200,
-        seeds=5,  # one LeNet-5 trains in about 30 s on one core
-        clf_epochs=6,
+        seeds=5,
         vsm_epochs=VSM_EPOCHS,
         width=0.125,
         lr=3e-3,
@@ -172,7 +170,7 @@ BUDGETS = {
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #a51c0d02
 PAPER = "004"
-_STAND_INS = "LeNet-5 per seed on fashion_mosaics, 64 px (cpu); torchvision ResNet-50 on ImageNet val (paper scale, our choice)"
+_STAND_INS = "the zoo's Mosaic VGG-6-BN/2 on fashion_mosaics v2, 64 px (cpu); torchvision ResNet-50 on ImageNet val (paper scale, our choice)"
 PAPER_CLAIMS = [
     PaperClaim(
         "vsal/better-saliency",
@@ -202,7 +200,7 @@ PAPER_CLAIMS = [
         "abstract (OpenReview x2ywTOFM4xt)",
         "none",
         "log(mean ν off the objects / mean ν on them) ↑ per image, 2-px frame excluded — our reading of 'uncertainty'",
-        "LeNet-5 on fashion_mosaics with per-class masks (cpu; the first seed's VSM); not evaluable on ImageNet (no masks)",
+        "the zoo's Mosaic VGG-6-BN/2 on fashion_mosaics v2 with per-class masks (cpu; the first seed's VSM); not evaluable on ImageNet (no masks)",
     ),
 ]  # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
 
@@ -307,6 +305,7 @@ class VSMSetup:
     pred_names: list | None = None  # names of the classifier's outputs when they differ from `class_names` (ImageNet)
     memory: dict | None = None  # `models.cached`'s memory: None → the checkpoint cache on disk; a dict in a dry run and in tests
     heldout_images: int = 64  # the first test images (never trained on) for the encoder's per-epoch keep-k and its control
+    floor: str | None = None  # the not-evaluable reason when the zoo's classifier is under its floor (cpu)
 
     @property
     def seeds(self) -> list:
@@ -408,36 +407,18 @@ def _sha(path) -> str:
     return h.hexdigest()[:16]
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #ab37b867
-MOSAICS_VERSION = 2  # fashion_mosaics' version at cpu scale (1 until the record of issue 27: intensity alone found the objects)
-
-
-def _toy_parts(run: Run) -> dict:
-    "shapes (smoke) or fashion_mosaics (cpu) with a LeNet-5 stand-in per seed."
+def _shapes_parts(run: Run) -> dict:
+    "smoke: the built-in shapes with a LeNet-5 trained per seed."
     b, dev = run.budget, run.dev
-    if b["data"] == "shapes":
-        data = shapes(n_train=b["n_train"], n_test=b["n_test"], label="single", seed=run.seed)
-        data_key = vsm_key = f"shapes-single-n{b['n_train']}-test{b['n_test']}-seed{run.seed}"
-        clf_train, class_names = data.train, [f"shape {c}" for c in range(data.num_classes)]
-        test_x, test_y, test_m = (torch.stack(t) for t in zip(*[data.test[i] for i in range(len(data.test))]))
-        labels = F.one_hot(test_y, data.num_classes).bool()
-    else:
-        # version 2: background and distractors share the items' intensities (intensity alone no longer finds the objects)
-        v = MOSAICS_VERSION
-        tr = fashion_mosaics("train", b["n_train"], size=b["size"], seed=run.seed, data_root=run.data_root, version=v)
-        te = fashion_mosaics("test", b["n_test"], size=b["size"], seed=run.seed, data_root=run.data_root, version=v)
-        x_tr, y_tr, _ = tr.tensors
-        clf_train = TensorDataset(x_tr, y_tr / y_tr.sum(1, keepdim=True))  # cross-entropy on the normalised multi-hot labels
-        data = DataSplits(first(TensorDataset(x_tr), b["n_vsm"]), te, 10, *FASHION_MNIST_STATS, "fashion_mosaics")
-        data_key = f"fashion_mosaics-v{v}-{b['size']}px-n{b['n_train']}-seed{run.seed}"  # the version keys every cached model
-        vsm_key = f"{data_key}-first{b['n_vsm']}"
-        class_names = list(FASHION_MNIST_CLASSES)
-        test_x, labels, test_m = te.tensors
-        labels = labels.bool()
+    data = shapes(n_train=b["n_train"], n_test=b["n_test"], label="single", seed=run.seed)
+    data_key = f"shapes-single-n{b['n_train']}-test{b['n_test']}-seed{run.seed}"
+    test_x, test_y, test_m = (torch.stack(t) for t in zip(*[data.test[i] for i in range(len(data.test))]))
+    labels = F.one_hot(test_y, data.num_classes).bool()
     config = dict(num_classes=data.num_classes, in_channels=test_x.shape[1], input_size=b["size"])
     recipe = dict(epochs=b["clf_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32)
     clfs, acc, keys = {}, {}, {}
     for s in run.seeds:
-        clf, _ = train_cached(lenet5, config, clf_train, data_key, recipe, seed=s, device=dev, progress=False)
+        clf, _ = train_cached(lenet5, config, data.train, data_key, recipe, seed=s, device=dev, progress=False)
         clfs[s] = clf.to(dev).eval()
         acc[s] = _hit(clfs[s], test_x, labels, dev)
         keys[s] = cache_key(lenet5, config, data_key, recipe, s)
@@ -445,15 +426,43 @@ def _toy_parts(run: Run) -> dict:
         test_x=test_x,
         labels=labels,
         masks=test_m.bool(),
-        class_names=class_names,
+        class_names=[f"shape {c}" for c in range(data.num_classes)],
         mean=data.mean,
         std=data.std,
-        model_name=f"LeNet-5 on {b['data']} (stand-in for the paper's ImageNet classifier)",
+        model_name="LeNet-5 on shapes (stand-in for the paper's ImageNet classifier)",
         classifiers=clfs,
         accuracy=acc,
         clf_keys=keys,
         vsm_data=data.train,
-        vsm_data_key=vsm_key,
+        vsm_data_key=data_key,
+    )
+
+
+def _zoo_parts(run: Run) -> dict:
+    "cpu: the zoo's mosaics (version 2: background and distractors share the items' intensities) and its mosaic classifier `b['classifier']`, one for every seed (the seeds vary the encoder); under its floor it makes every claim not evaluable."
+    b, dev = run.budget, run.dev
+    name = b["classifier"]
+    t, e = zoo.get(name, run.seed, run.data_root, dev), zoo.ZOO[name]
+    sp = zoo.splits(e.data, run.data_root)
+    test_x, labels, test_m = sp.test.tensors
+    labels = labels.bool()
+    hit = _hit(t.model, test_x, labels, dev)
+    key = cache_key(f"attribkit.models.{e.model}", e.config, e.data, e.recipe, run.seed)
+    return dict(
+        test_x=test_x,
+        labels=labels,
+        masks=test_m.bool(),
+        class_names=list(FASHION_MNIST_CLASSES),
+        mean=sp.mean,
+        std=sp.std,
+        model_name=f"{name} on fashion_mosaics v{zoo.MOSAICS['version']} (stand-in for the paper's ImageNet classifier; "
+        f"the zoo's, test mAP {t.value:.3f}, floor {t.floor:.2f})",
+        classifiers={s: t.model for s in run.seeds},
+        accuracy={s: hit for s in run.seeds},
+        clf_keys={s: key for s in run.seeds},
+        vsm_data=first(TensorDataset(sp.train.tensors[0]), b["n_vsm"]),
+        vsm_data_key=f"{e.data}-v{zoo.MOSAICS['version']}-n{zoo.MOSAICS['n_train']}-first{b['n_vsm']}",
+        floor=zoo.floor_reason([t], f"the classifier ({name})"),
     )
 
 
@@ -508,7 +517,7 @@ def setup(run: Run) -> VSMSetup:
     g = seed_everything(run.seed)
     if b.get("threads"):
         torch.set_num_threads(int(b["threads"]))
-    parts = _imagenet_parts(run) if b["data"] == "imagenet" else _toy_parts(run)
+    parts = {"shapes": _shapes_parts, "fashion_mosaics": _zoo_parts, "imagenet": _imagenet_parts}[b["data"]](run)
     settings = dict(
         k=b["k"],
         beta=b["beta"],
@@ -556,8 +565,9 @@ def _hit_cells(S: VSMSetup, seeds: list, mean: bool = True) -> dict:
     return out
 
 
-def _chance(S: VSMSetup, seeds: list) -> str | None:
-    return chance_reason(
+def _unevaluable(S: VSMSetup, seeds: list) -> str | None:
+    "Why no claim of `S` can speak: its classifier under the zoo's floor, or at chance in some of `seeds`; None when it can."
+    return S.floor or chance_reason(
         [S.accuracy[s] for s in seeds if S.accuracy[s] is not None], S.num_classes, "classifier (top-1 hit rate)"
     )
 
@@ -705,7 +715,9 @@ def score_maps(
 def _stand_ins(S: VSMSetup, seeds: list) -> dict:
     "`Result.stand_ins`: the classifier with its mean test top-1 hit rate over `seeds` (a fraction), or why it is not measured."
     hits = [S.accuracy[s] for s in seeds]
-    name = S.model_name.split(" (stand-in")[0]  # "LeNet-5 on fashion_mosaics"; the paper scale's "ResNet-50 (torchvision) from …"
+    name = S.model_name.split(" (stand-in")[
+        0
+    ]  # "Mosaic VGG-6-BN/2, the zoo's (…) on …"; the paper scale's "ResNet-50 (torchvision) from …"
     return {name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
 
 
@@ -750,7 +762,7 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
     measured |= _hit_cells(S, S.seeds)
     if "border" in scores[0]:
         measured["VSM arg-max on the 2-px frame (fraction)"] = mean_se(np.concatenate([r["border"].numpy() for r in scores]))
-    at_chance = _chance(S, S.seeds)
+    at_chance = _unevaluable(S, S.seeds)
     data = run.budget["data"]
     best, folds, claims = {}, {}, []
     ev = dict(paper_claim="vsal/better-saliency")
@@ -816,7 +828,7 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
                 else ""
             )
             detail += f"{data}, {S.model_name}, n_eval={n_images} images per seed" + (
-                f"; tolerance {15 * run.budget['size'] / 224:.1f} px, images whose predicted class is absent are skipped"
+                f"; tolerance {15 * S.test_x.shape[-1] / 224:.1f} px, images whose predicted class is absent are skipped"
                 if m == "pointing"
                 else ""
             )
@@ -1212,7 +1224,7 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
     )
     measured["q: final per-pixel KL (mean over seeds)"] = float(np.mean([r["vsm"].history[-1]["kl"] for r in post]))
     measured |= _hit_cells(S, seeds, mean=False)
-    at_chance = _chance(S, seeds)
+    at_chance = _unevaluable(S, seeds)
     key, text = (
         "posterior/nu-off-over-on",
         "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)",
@@ -1397,7 +1409,7 @@ def pipeline_result(S: VSMSetup, runs: list) -> Result:
     measured |= {f"top-1 kept, {n}": mean_se(_per_unit(runs, lambda r: r["kept"][n].numpy())) for n in names}
     measured["soft mask sum / (k·HW)"] = mean_se([r["mask_sum"] for r in runs]) if units == "seeds" else runs[0]["mask_sum"]
     measured |= _hit_cells(S, seeds, mean=False)
-    at_chance = _chance(S, seeds)
+    at_chance = _unevaluable(S, seeds)
     claims = []
     for key, ctrl, what, role in (
         ("pipeline/vsm-over-random", "random mask", "a random mask of the same size", "evidence"),
