@@ -71,7 +71,7 @@ nbtest: $(STAMP)
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
-# On a CUDA machine: the benchmarks with --device cuda and a smoke reproduction → gpu_check.json (exits 0 without CUDA)
+# On a CUDA machine: the benchmarks with --device cuda, tests/test_cuda.py and a smoke reproduction → gpu_check.json (exits 0 without CUDA)
 gpu-check: $(STAMP) data
 	$(BIN)/python benchmarks/gpu_check.py --out gpu_check.json
 

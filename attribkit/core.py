@@ -12,12 +12,12 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'check_output', 'resolve_target', 'predict_target', 'model_scope',
-           'warn_once_per_call', 'check_call', 'find_layer', 'target_grad', 'activation_bytes', 'cache_bytes',
-           'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward', 'tuned_chunks', 'tuned_batch_size',
-           'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device',
-           'atomic_write', 'atomic_save', 'Attribution', 'check_no_forward_args', 'register', 'available_methods',
-           'get_method', 'as_local', 'attribute', 'RandomAttribution']
+__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output', 'resolve_target',
+           'predict_target', 'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad',
+           'activation_bytes', 'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward',
+           'tuned_chunks', 'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile',
+           'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution', 'check_no_forward_args',
+           'register', 'available_methods', 'get_method', 'as_local', 'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -58,6 +58,11 @@ def check_model(model, inputs: Tensor | None = None) -> nn.Module:
             raise ValueError(f"`inputs` are on {inputs.device} (shape {tuple(inputs.shape)}) but `model` is on {p.device}; "
                              f"move the inputs with `inputs.to('{p.device}')` or the model with `model.to('{inputs.device}')`")
     return model
+
+def model_device(model: nn.Module) -> torch.device:
+    "The device of `model`'s first parameter or buffer (CPU for a model with neither): where the batches of a data set go."
+    p = next(itertools.chain(check_model(model).parameters(), model.buffers()), None)
+    return p.device if p is not None else torch.device("cpu")
 
 # %% ../nbs/00_core.ipynb #88499117
 def check_output(output, n: int) -> Tensor:
@@ -254,7 +259,7 @@ def auto_batch_size(model: nn.Module, inputs: Tensor, budget: int | None = None,
     "Rows per chunk: activations within the CPU cache, or forward+backward activations within `budget` bytes on CUDA."
     per_row = activation_bytes(model, inputs)
     if inputs.is_cuda:
-        if budget is None: budget = min(2**30, torch.cuda.mem_get_info(inputs.device)[0] // 4)
+        if budget is None: budget = torch.cuda.mem_get_info(inputs.device)[0] // 4
         rows = budget // (2 * per_row)
     else: rows = (cache_bytes() if budget is None else budget) // per_row
     return int(max(1, min(cap, rows)))

@@ -9,8 +9,8 @@ from typing import Callable
 import torch
 from torch import nn, Tensor
 from tqdm.auto import tqdm
-from .core import (as_loader, as_local, atomic_save, check_inputs, check_model, check_positive_int, model_scope,
-                            minmax, predict_target, resolve_target, target_grad)
+from .core import (as_loader, as_local, atomic_save, check_inputs, check_model, check_positive_int, model_device,
+                            model_scope, minmax, predict_target, resolve_target, target_grad)
 from .distributed import sharded_map
 
 # %% auto #0
@@ -62,16 +62,14 @@ def _hits(model, z, tap, labels) -> Tensor:
 def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 10,
                           target: str = "label", batch_size: int = 128, rescale: bool = False,
                           progress: bool = True, seed: int = 0, per_sample: bool = False) -> Tensor:
-    "MIA Q_0..Q_I (eq. 12) over `data`; label-targeted masks by default, as the paper; `per_sample` gives the (I+1, N) hits."
+    "MIA Q_0..Q_I (eq. 12) over `data` (its batches go to the model's device); label-targeted masks by default, as the paper; `per_sample` gives the (I+1, N) hits."
     if target not in ("label", "pred"): raise ValueError(f"`target` must be 'label' or 'pred', got {target!r}")
     iterations = check_positive_int(iterations, "iterations")
     local = _local(method, seed)
     with model_scope(model) as m:
-        tap = _OutputTap(m); m.register_forward_hook(tap.hook)
+        tap, dev = _OutputTap(m), model_device(m); m.register_forward_hook(tap.hook)
         def one(batch, b: int) -> Tensor:   # hits (I+1, B) of one batch; batches are sharded over ranks
-            x, y = batch[0], batch[1]
-            check_model(m, check_inputs(x))
-            y = y.to(x.device)
+            x, y = check_inputs(batch[0]).to(dev), batch[1].to(dev)
             correct = torch.zeros(iterations + 1, len(x), dtype=torch.float64)
             m_star, z = torch.ones_like(x), x
             t = y if target == "label" else None
@@ -94,15 +92,16 @@ def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi
 def mask_dataset(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 3, batch_size: int = 128,
                  cache: str | Path | None = None, progress: bool = True, target: str = "label",
                  seed: int = 0) -> torch.utils.data.TensorDataset:
-    "A TensorDataset of masked inputs z0⊙m*_I (label-targeted, or `target='pred'`) and their labels, cached in `cache` if given."
+    "A TensorDataset (on the CPU) of masked inputs z0⊙m*_I (label-targeted, or `target='pred'`; computed on the model's device) and their labels, cached in `cache` if given."
     from torch.utils.data import TensorDataset
     if cache is not None and Path(cache).exists():
         d = torch.load(cache, weights_only=True)
         return TensorDataset(d["x"], d["y"])
     if target not in ("label", "pred"): raise ValueError(f"`target` must be 'label' or 'pred', got {target!r}")
-    xs, ys = [], []
+    xs, ys, dev = [], [], model_device(model)
     for b, (x, y, *_) in enumerate(tqdm(as_loader(data, batch_size), desc="masking", disable=not progress, leave=False)):
-        t = y.to(x.device) if target == "label" else None   # None: the model's prediction on the clean input
+        x = x.to(dev)
+        t = y.to(dev) if target == "label" else None   # None: the model's prediction on the clean input
         xs.append(x * attribution_mask(model, x, t, method, iterations, seed=seed * 100_003 + b)); ys.append(y)
     x, y = torch.cat(xs).detach().cpu(), torch.cat(ys).cpu()
     if cache is not None: atomic_save({"x": x, "y": y}, cache)

@@ -6,7 +6,9 @@ On a machine with CUDA it runs, each in its own process and with its wall time:
      bound and Captum;
   2. `bench_metrics.py --device cuda` — pixel flipping against its lower bound and, where `ATTRIBKIT_QUANTUS_PATH`
      points at an installed Quantus, against Quantus (the ≥ 10× goal of the metrics issue is decided here);
-  3. the smoke reproduction of every notebook with `--device cuda`.
+  3. `tests/test_cuda.py` — the library on a CUDA model with CPU data sets (MIA, masks, ROAR) and attributions against
+     the CPU's;
+  4. the smoke reproduction of every notebook with `--device cuda`.
 
 It writes `gpu_check.json` (`--out`): per step the command, exit status, wall time and the last lines of its output
 (the benchmarks print their ratio tables there). On a machine without CUDA it says so and exits 0.
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="gpu_check.json")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds each step may take")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["attribution", "metrics", "reproduce"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["attribution", "metrics", "tests", "reproduce"])
     a = ap.parse_args(argv)
     import torch
     if not torch.cuda.is_available():
@@ -50,6 +52,8 @@ def main(argv=None) -> int:
         steps.append(step("attribution", [py, str(HERE / "bench_attribution.py"), "--device", "cuda"], a.timeout))
     if "metrics" not in a.skip:
         steps.append(step("metrics", [py, str(HERE / "bench_metrics.py"), "--device", "cuda"], a.timeout))
+    if "tests" not in a.skip:
+        steps.append(step("tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"], a.timeout))
     if "reproduce" not in a.skip:
         with tempfile.TemporaryDirectory() as d:
             steps.append(step("reproduce smoke", [py, "-m", "attribkit.reproduce", "--scale", "smoke", "--device", "cuda",

@@ -165,7 +165,7 @@ class IntegratedGradients(Attribution):
     `quadrature` (or Captum's `method`): the rule of the path integral, one of QUADRATURES (default "gausslegendre").
     Default `internal_batch_size`: `core.tuned_chunks` — on CPU tuned on the model by timing its chunks, starting from
     the rows whose activations fit the CPU cache; on CUDA the rows whose forward+backward activations fit
-    min(1 GiB, free memory / 4); at most 4096.
+    free GPU memory / 4; at most 4096.
     `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
     def __init__(self, forward_func: nn.Module, multiply_by_inputs: bool = True, n_steps: int = 50,
                  quadrature: str = "gausslegendre", internal_batch_size: int | None = None, relu_inside: bool = False):
@@ -231,19 +231,20 @@ def _split_for(cls: type, kw: dict) -> tuple[dict, dict]:
     names = inspect.signature(cls.__init__).parameters
     return {k: v for k, v in kw.items() if k in names}, {k: v for k, v in kw.items() if k not in names}
 
-def _noise_generator(generator: torch.Generator | None, seed: int | None) -> torch.Generator | None:
-    "The generator to draw from: `generator`, else one seeded with `seed`, else None (torch's global one)."
+def _noise_generator(generator: torch.Generator | None, seed: int | None, device: torch.device) -> torch.Generator | None:
+    "The generator to draw from: `generator`, else one on `device` seeded with `seed` (noise drawn where the inputs are), else None (torch's global one)."
     if generator is not None:
         if not isinstance(generator, torch.Generator): raise TypeError(f"`generator` must be a torch.Generator, got {type(generator).__name__}")
         return generator
-    return None if seed is None else torch.Generator().manual_seed(int(seed))
+    return None if seed is None else torch.Generator(device=device).manual_seed(int(seed))
 
 @register("smoothgrad")
 class SmoothGrad(Attribution):
     """SmoothGrad (Smilkov et al. 2017): the mean of `base` attributions over `n_samples` noisy copies.
 
     Noise std = `noise_level` × (max − min) of each sample. Default `internal_batch_size`: `core.auto_batch_size`
-    (activations within the CPU cache, or ≤ 1 GiB on CUDA), divided by the base's `n_steps` if it has one."""
+    (activations within the CPU cache, or a quarter of the free GPU memory on CUDA), divided by the base's `n_steps` if it
+    has one. With `seed` the noise is drawn on the inputs' device (a CPU `generator` draws on the CPU, slower on CUDA)."""
     reduce = "mean"
     def __init__(self, model: nn.Module, base: str | type = "saliency", n_samples: int = 50, noise_level: float = 0.15,
                  internal_batch_size: int | None = None, **base_kw):
@@ -264,12 +265,12 @@ class SmoothGrad(Attribution):
         if isinstance(level, bool) or not isinstance(level, (int, float)) or not math.isfinite(level) or level < 0:
             raise ValueError(f"`noise_level` must be a finite number >= 0, got {level!r}")
         ibs = self.internal_batch_size if internal_batch_size is None else internal_batch_size
-        gen = _noise_generator(generator, seed)
         init_kw, call_kw = _split_for(self.base_cls, {**self.base_kw, **base_call_kw})
         base = self.base_cls(model, **init_kw)
         with model_scope(model):
             t = _setup(model, inputs, target)
             x = inputs.detach(); n = len(x)
+            gen = _noise_generator(generator, seed, x.device)
             steps = getattr(base, "n_steps", None)
             if ibs is None and isinstance(steps, int): ibs = max(1, _ibs(model, x, None) // steps)   # base runs steps rows per row
             flat = x.flatten(1)

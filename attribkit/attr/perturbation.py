@@ -55,7 +55,7 @@ class RISE(Attribution):
                   n_masks: int = 4000,  # number of random masks N
                   cell_size=None,  # pixels per grid cell (int or (h, w)); None = a 7×7 grid
                   p: float = 0.5,  # probability of keeping a grid cell
-                  internal_batch_size: int | None = None,  # rows per forward pass; None = core.auto_batch_size (≤ ~1 GiB)
+                  internal_batch_size: int | None = None,  # rows per forward pass; None = core.auto_batch_size
                   score: str = "softmax",  # 'softmax' probability of the target, or its raw 'logit'
                   channels: str = "repeat",  # 'repeat' the map over input channels, or keep 'one'
                   seed: int = 0,  # seed of the masks when no generator is given

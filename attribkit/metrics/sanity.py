@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from ..core import (check_inputs, check_positive_int, check_model, resolve_target, predict_target, model_scope,
+from ..core import (check_inputs, check_positive_int, check_model, resolve_target, predict_target, model_scope, model_device,
                             batched_forward, as_local, as_loader, atomic_save, minmax)
 from ..distributed import sharded_map, is_main, agree
 from .base import _check_attributions, _check_choice, _check_fraction, _generator, _average_ranks, register_metric
@@ -60,8 +60,9 @@ def roar(train_ds, test_ds, attribute_fn: str | Callable, model_factory: Callabl
     repeats = check_positive_int(repeats, "repeats"); batch_size = check_positive_int(batch_size, "batch_size")
     gen = _generator(generator, seed)
     if model is not None:
-        local = as_local(attribute_fn, **(method_kwargs or {}))
-        def attr(xb, yb):
+        local, dev = as_local(attribute_fn, **(method_kwargs or {})), model_device(model)
+        def attr(xb, yb):   # on the model's device; the ranks go back to the data's
+            xb, yb = xb.to(dev), yb.to(dev)
             with model_scope(model): t = yb if yb.ndim == 1 else predict_target(model, xb)
             return local(model, xb, t)
     elif callable(attribute_fn): attr = attribute_fn
@@ -89,7 +90,8 @@ def roar(train_ds, test_ds, attribute_fn: str | Callable, model_factory: Callabl
             torch.manual_seed(s)
             net = model_factory()
             net = train_fn(net, xtr, ytr, torch.Generator().manual_seed(s)) or net
-        with model_scope(net): return score(batched_forward(net, xte, internal_batch_size), yte)
+        with model_scope(net):   # a `train_fn` may leave the net on another device than the data's
+            return score(batched_forward(net, xte.to(model_device(net)), internal_batch_size).to(yte.device), yte)
 
     def masked(split, kind, f):
         x, y = data[split]
