@@ -17,11 +17,13 @@ __all__ = ['RECORD_FILES', 'machine', 'verdict_counts', 'fmt_counts', 'record_re
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
-    "The machine in a few words: OS and architecture, CPU cores, torch threads, GPU if any."
+    "The machine in a few words: OS and architecture, CPU cores, torch and the threads each notebook's kernel gets, GPU if any."
     import platform, torch
     gpu = f" · GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    omp = os.environ.get("OMP_NUM_THREADS", "")   # the runner sets it for parallel jobs
+    threads = int(omp) if omp.isdigit() else torch.get_num_threads()
     return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} "
-            f"with {torch.get_num_threads()} threads{gpu}")
+            f"with {threads} thread{'s' if threads != 1 else ''} per notebook{gpu}")
 
 def verdict_counts(ds) -> dict:
     "Claims per verdict over one results dict or a list of them (None for a run without results)."

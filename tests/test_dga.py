@@ -197,7 +197,7 @@ def test_flip_table_zoo_floor_and_seeds_per_model():
     a = [c for c in res.claims if "/vgg-16/" in c["key"]]
     b = [c for c in res.claims if "/resnet-18/" in c["key"]]
     assert a and all(c["n"] == 5 and c["verdict"] != "not evaluable" for c in a)
-    assert b and all(c["n"] == 3 and c["verdict"] == "not evaluable" and "B under its floor: test accuracy 0.8500 < 0.90 in 1 of 3 seeds"
+    assert b and all(c["n"] == 3 and c["verdict"] == "not evaluable" and "B under its floor: top-1 test accuracy 0.8500 < 0.90 in 1 of 3 seeds"
                      in c["detail"] for c in b)
     assert res.measured["B | test accuracy"]["n"] == 3 and res.extra["zoo"]["B"]["floor"] == 0.90
     s.accuracy["B"] = [0.95, 0.05, 0.91]                                                  # at chance as well: both reasons

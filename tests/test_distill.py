@@ -467,7 +467,7 @@ def test_paper_teacher_under_its_floor_makes_every_claim_not_evaluable(f32):
     from attribkit.papers.distillation import _tiny_setup, rebuttal_table2
     S = _tiny_setup()
     ok = rebuttal_table2(S, ["Grad-CAM", "EBP"])
-    S.floor = "the teacher (Mosaic VGG-6-BN/2) under its floor: test accuracy 0.5000 < 0.60"
+    S.floor = "the teacher (Mosaic VGG-6-BN/2) under its floor: test mAP 0.5000 < 0.60"
     low = rebuttal_table2(S, ["Grad-CAM", "EBP"])
     assert low.claims and [c["key"] for c in low.claims] == [c["key"] for c in ok.claims]
     assert all(c["verdict"] == "not evaluable" and c["detail"].startswith(f"not evaluable: {S.floor}") for c in low.claims)

@@ -397,7 +397,7 @@ def test_cpu_setup_takes_the_zoo_stand_ins_and_their_floors(monkeypatch):
     assert s.stand_in() == "NIB VGG16/16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)"
     assert "| 90.0%, 85.0%, 90.0% | 88% |" in s.describe()
     why = am._chance(s, ["NIB VGG16"])
-    assert why == zoo.floor_reason(list(s.trained.values()), "NIB VGG16") and why.startswith("NIB VGG16 under its floor: test accuracy 0.85")
+    assert why == zoo.floor_reason(list(s.trained.values()), "NIB VGG16") and why.startswith("NIB VGG16 under its floor: top-1 test accuracy 0.85")
     assert why.endswith("in 1 of 3 seeds")
     res = am.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi"}, iterations=2, n_images=4)
     assert res.claim("mia/b2-gxsi-over-gxi/cifar10")["verdict"] == "not evaluable"
@@ -451,6 +451,6 @@ def test_students_rest_on_the_teacher_and_its_floor(tmp_path, monkeypatch):
                                                 init="kaiming"))}
     res = P.train_students(s, students, {"w/o": None, "w/ i=3": ("gxsi", 3, "label")}, n_train=16, n_test=8)
     c = res.claim("students/masked-over-plain/vgg13-6/i3")
-    assert c["verdict"] == "not evaluable" and "the teacher NIB VGG16 under its floor: test accuracy 0.8" in c["detail"]
+    assert c["verdict"] == "not evaluable" and "the teacher NIB VGG16 under its floor: top-1 test accuracy 0.8" in c["detail"]
     assert res.extra["teacher_accuracy"] == {"0": 0.8, "1": 0.8} and set(res.extra["teacher_accuracy_student_test"]) == {"0", "1"}
     assert res.extra["zoo"][s.stand_in()]["values"] == [0.8, 0.8]

@@ -524,7 +524,7 @@ def test_cpu_setups_take_the_zoo_stand_ins(monkeypatch):
     assert [len(S.subjects[s].models) for s in ("VGG", "ResNet")] == [5, 3] and S.seeds == [0, 1, 2, 3, 4]
     assert S.stand_in == {"VGG": "VGG-16-BN/16 on Fashion-MNIST 32×32", "ResNet": "ResNet-8/2 on Fashion-MNIST 32×32"}
     res = nm.evaluate(nm.prune_and_merge(S, ["prune", "merge"], {"VGG": [0.5], "ResNet": [0.1]}))
-    floor = "ResNet-8/2 under its floor: test accuracy 0.5000 < 0.90 in 3 of 3 seeds"
+    floor = "ResNet-8/2 under its floor: top-1 test accuracy 0.5000 < 0.90 in 3 of 3 seeds"
     for c in res.claims:
         assert (floor in c["detail"]) == c["key"].endswith(("resnet/r10", "resnet")), (c["key"], c["detail"])
     assert res.extra["zoo"]["ResNet-8/2"] == dict(seeds=[0, 1, 2], values=[0.5] * 3, floor=0.9)

@@ -292,7 +292,7 @@ def test_vsal_claims_not_evaluable_under_the_zoo_floor(tmp_path):
     "cpu: the zoo's classifier under its floor makes every claim of the three notebooks not evaluable with the reason, whatever its hit rate."
     from dataclasses import replace
     from attribkit.papers import variational_saliency as P
-    why = "the classifier (Mosaic VGG-6-BN/2) under its floor: test accuracy 0.5000 < 0.60"
+    why = "the classifier (Mosaic VGG-6-BN/2) under its floor: test mAP 0.5000 < 0.60"
     S = replace(_tiny_setup(tmp_path, seeds=3, accuracy=0.9), floor=why)
     for res in (P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"])), P.pipeline_result(S, P.pipeline_runs(S, n_images=6))):
         assert res.claims and all(c["verdict"] == "not evaluable" and why in c["detail"] for c in res.claims)

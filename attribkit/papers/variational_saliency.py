@@ -63,9 +63,8 @@ EDGE_FIXES = {
     "zero boundary + replicate padding": dict(boundary="zero", padding="replicate"),
 }  # the candidate fixes of the edge artefacts
 
-ZOO_CLASSIFIER = (
-    "Mosaic VGG-6-BN/2"  # cpu: the zoo's multi-label classifier on the cluttered mosaics (its floor gates every claim)
-)
+# cpu: the zoo's multi-label classifier on the cluttered mosaics (its floor gates every claim)
+ZOO_CLASSIFIER = "Mosaic VGG-6-BN/2"
 VSM_EPOCHS = 4  # cpu: the encoder's epochs on 768 images (about 12 s each on one core), enough to beat a random map on keep-k
 _VSM = dict(
     k=0.25, k_start=0.75, beta=0.1, prior="ar1", topk="sinkhorn", boundary="free", padding="zeros"
@@ -715,9 +714,8 @@ def score_maps(
 def _stand_ins(S: VSMSetup, seeds: list) -> dict:
     "`Result.stand_ins`: the classifier with its mean test top-1 hit rate over `seeds` (a fraction), or why it is not measured."
     hits = [S.accuracy[s] for s in seeds]
-    name = S.model_name.split(" (stand-in")[
-        0
-    ]  # "Mosaic VGG-6-BN/2, the zoo's (…) on …"; the paper scale's "ResNet-50 (torchvision) from …"
+    # the name before " (stand-in …)": "Mosaic VGG-6-BN/2 on fashion_mosaics v2" at cpu; the paper scale's has none
+    name = S.model_name.split(" (stand-in")[0]
     return {name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
 
 

@@ -165,6 +165,7 @@ class Trained:
     train_seconds: float
     cached: bool
     history: dict = field(repr=False, default_factory=dict)
+    metric: str = "top-1 test accuracy"  # what `value` is: the stand-in's `StandIn.metric`
 
     @property
     def under_floor(self) -> bool:
@@ -196,7 +197,7 @@ def get(name: str, seed: int = 0, data_root=None, device="auto", on_epoch=None, 
     model, hist = M.cached(f"attribkit.models.{e.model}", spec, build, fit, seed)
     model = model.to(M.resolve_device(device)).eval()
     value = _test_map(model, sp.test) if e.metric == "test mAP" else float(hist["test_acc"][-1])
-    return Trained(name, seed, model, value, e.floor, float(sum(hist["time"])), bool(hist["cached"]), hist)
+    return Trained(name, seed, model, value, e.floor, float(sum(hist["time"])), bool(hist["cached"]), hist, e.metric)
 
 
 @torch.no_grad()
@@ -216,7 +217,7 @@ def floor_reason(trained: list[Trained], what: str | None = None) -> str | None:
     if not low:
         return None
     t = min(low, key=lambda t: t.value)
-    return f"{what or t.name} under its floor: test accuracy {t.value:.4f} < {t.floor:.2f}" + (
+    return f"{what or t.name} under its floor: {t.metric} {t.value:.4f} < {t.floor:.2f}" + (
         f" in {len(low)} of {len(trained)} seeds" if len(trained) > 1 else ""
     )
 
