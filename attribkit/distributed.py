@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler, TensorDataset
 from tqdm.auto import tqdm
-from .core import atomic_save, check_positive_int
+from .core import atomic_save, check_positive_int, model_device
 
 # %% auto #0
 __all__ = ['is_distributed', 'rank', 'world_size', 'local_rank', 'is_main', 'barrier', 'default_backend', 'device', 'init',
@@ -239,8 +239,7 @@ def unwrap(model: nn.Module) -> nn.Module:
 def ddp_wrap(model: nn.Module, **kwargs) -> nn.Module:
     "`model` wrapped in DistributedDataParallel when distributed (its CUDA device as device_ids), else unchanged."
     if not is_distributed(): return model
-    p = next(model.parameters(), None)
-    dev = p.device if p is not None else torch.device("cpu")
+    dev = model_device(model)
     return nn.parallel.DistributedDataParallel(model, device_ids=[dev] if dev.type == "cuda" else None, **kwargs)
 
 # %% ../nbs/21_distributed.ipynb #8f39f22e

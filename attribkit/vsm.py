@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm.auto import tqdm
-from .core import Attribution, check_inputs, check_model, minmax, model_scope, register
+from .core import Attribution, check_inputs, check_model, minmax, model_device, model_scope, register
 
 # %% auto #0
 __all__ = ['BOUNDARIES', 'APPENDIX_CHANNELS', 'TOPK', 'difference_matrix', 'tv_precision', 'ar1_precision', 'SoftTVPrior',
@@ -237,10 +237,6 @@ class VariationalSaliency(Attribution):
         self.topk_kw, self.log_var_range, self.padding = dict(topk_kw or {}), log_var_range, padding
         self.history: list[dict] = []
 
-    def _device(self) -> torch.device:
-        p = next(iter(self.model.parameters()), None)
-        return p.device if p is not None else torch.device("cpu")
-
     def _check_fitted(self):
         if self.encoder is None:
             raise RuntimeError("VariationalSaliency has no encoder: call `.fit(data)` first or pass a fitted `encoder=`")
@@ -279,7 +275,7 @@ class VariationalSaliency(Attribution):
         "Train the encoder (classifier frozen); keep the state with the lowest epoch loss. Returns self."
         if k_start is not None and not (isinstance(self.k, float) and isinstance(k_start, float) and self.k <= k_start <= 1):
             raise ValueError(f"`k_start` needs a fractional `k` and k <= k_start <= 1, got k={self.k!r}, k_start={k_start!r}")
-        dev = self._device()
+        dev = model_device(self.model)
         g_cpu = torch.Generator().manual_seed(seed)
         g_dev = torch.Generator(device=dev).manual_seed(seed)
         if self.encoder is None:
