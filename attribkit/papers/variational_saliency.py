@@ -582,7 +582,7 @@ def encoder_check(S: VSMSetup, s: int, vsm: VariationalSaliency | None = None) -
     return dict(seed=s, VSM=_keep_k(clf, x, vsm.attribute(x), pred, k), random=_keep_k(clf, x, rnd, pred, k))
 
 
-def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, at_chance: str | None) -> tuple[dict | None, dict]:
+def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, why_not: str | None) -> tuple[dict | None, dict]:
     "The control claim `CONTROL` (role control, for `paper_claim`) from the runs' `check` (`encoder_check`; None when a run has none) and its measured cells."
     checks = [r["check"] for r in runs if "check" in r]
     if not checks or len(checks) != len(runs):
@@ -598,8 +598,8 @@ def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, at_chance: str |
         f"keep-k on held-out images, VSM minus random, seed {c['seed']}": float((c["VSM"] - c["random"]).mean()) for c in checks
     }
     kw = dict(paper_claim=paper_claim, role="control")
-    if at_chance:
-        return not_evaluable(CONTROL, text, at_chance, n=len(checks), **kw), measured
+    if why_not:
+        return not_evaluable(CONTROL, text, why_not, n=len(checks), **kw), measured
     detail = (
         f"effect = keep-k of VSM's μ minus keep-k of a random map (seeded per seed), k = {S.settings['k']}, "
         f"{len(checks[0]['VSM'])} held-out test images per seed, the encoder as fitted ({S.fit_kw['epochs']} epochs, lowest loss kept)"
@@ -760,7 +760,7 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
     measured |= _hit_cells(S, S.seeds)
     if "border" in scores[0]:
         measured["VSM arg-max on the 2-px frame (fraction)"] = mean_se(np.concatenate([r["border"].numpy() for r in scores]))
-    at_chance = _unevaluable(S, S.seeds)
+    why_not = _unevaluable(S, S.seeds)
     data = run.budget["data"]
     best, folds, claims = {}, {}, []
     ev = dict(paper_claim="vsal/better-saliency")
@@ -834,11 +834,11 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
                 claims.append(
                     not_evaluable(key, text, f"{' and '.join(missing)} not compared (not in `methods`)", n=0, role=role, **ev)
                 )
-            elif at_chance:
-                claims.append(not_evaluable(key, text, at_chance, n=len(scores), role=role, **ev))
+            elif why_not:
+                claims.append(not_evaluable(key, text, why_not, n=len(scores), role=role, **ev))
             else:
                 claims.append(claim(key, text, effects(m, a, c), units=units, detail=detail, role=role, **ev))
-    control, cells = _encoder_control(S, scores, "vsal/better-saliency", at_chance)
+    control, cells = _encoder_control(S, scores, "vsal/better-saliency", why_not)
     measured |= cells
     claims = _gated(claims, control, ("eval/vsm-over-best/",)) + ([control] if control else [])
     table = {n: {COLUMNS[m]: measured.get(f"{n} {m}") for m in METRICS} for n in names}
@@ -1222,14 +1222,14 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
     )
     measured["q: final per-pixel KL (mean over seeds)"] = float(np.mean([r["vsm"].history[-1]["kl"] for r in post]))
     measured |= _hit_cells(S, seeds, mean=False)
-    at_chance = _unevaluable(S, seeds)
+    why_not = _unevaluable(S, seeds)
     key, text = (
         "posterior/nu-off-over-on",
         "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)",
     )
     ev = dict(paper_claim="vsal/uncertainty", role="evidence")
-    if at_chance:
-        claims.append(not_evaluable(key, text, at_chance, n=len(post), **ev))
+    if why_not:
+        claims.append(not_evaluable(key, text, why_not, n=len(post), **ev))
     elif S.masks is None:
         claims.append(not_evaluable(key, text, "the ImageNet folder layout has no object masks", n=len(post), **ev))
     else:
@@ -1244,7 +1244,7 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
                 f"{run.budget['data']}, {len(post[0]['x'])} test images per seed",
             )
         )
-    control, cells = _encoder_control(S, post, "vsal/uncertainty", at_chance)
+    control, cells = _encoder_control(S, post, "vsal/uncertainty", why_not)
     measured |= cells
     claims = _gated(claims, control, ("posterior/",)) + ([control] if control else [])
     measured |= _edge_artefacts(post)
@@ -1407,7 +1407,7 @@ def pipeline_result(S: VSMSetup, runs: list) -> Result:
     measured |= {f"top-1 kept, {n}": mean_se(_per_unit(runs, lambda r: r["kept"][n].numpy())) for n in names}
     measured["soft mask sum / (k·HW)"] = mean_se([r["mask_sum"] for r in runs]) if units == "seeds" else runs[0]["mask_sum"]
     measured |= _hit_cells(S, seeds, mean=False)
-    at_chance = _unevaluable(S, seeds)
+    why_not = _unevaluable(S, seeds)
     claims = []
     for key, ctrl, what, role in (
         ("pipeline/vsm-over-random", "random mask", "a random mask of the same size", "evidence"),
@@ -1422,8 +1422,8 @@ def pipeline_result(S: VSMSetup, runs: list) -> Result:
             "diagnostic: " if role == "diagnostic" else ""
         ) + f"after training, VSM's hard top-k mask preserves the prediction better (lower KL) than {what}"
         kw = dict(paper_claim="vsal/mask-keeps-prediction", role=role)
-        if at_chance:
-            claims.append(not_evaluable(key, text, at_chance, n=len(runs), **kw))
+        if why_not:
+            claims.append(not_evaluable(key, text, why_not, n=len(runs), **kw))
         else:
             claims.append(
                 claim(
