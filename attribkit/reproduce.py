@@ -224,7 +224,8 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         # the kernels share the cores: unless the user chose, each gets cores // jobs threads (no oversubscription)
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
         with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as ex:
-            futs = {ex.submit(_run_task, t): n for n, t in tasks.items()}
+            last = _last_wall_times(out, tasks)   # the longest first: the last notebooks to start are short ones
+            futs = {ex.submit(_run_task, tasks[n]): n for n in sorted(tasks, key=lambda n: -last.get(n, float("inf")))}
             bar = tqdm(total=len(notebooks), desc=f"notebooks ({jobs} jobs)", unit="nb", disable=not progress, initial=len(records))
             for f in cf.as_completed(futs):
                 n = futs[f]
@@ -238,20 +239,37 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     write_reports(nbs_dir, out, params, records)
     return ordered
 
+def _last_wall_times(out: Path, names) -> dict:
+    "{notebook: the wall time (s) of its last results in `out`} for those of `names` that have readable results."
+    wt = {}
+    for n in names:
+        try: wt[n] = float(load_results(out / f"{n}.json")["wall_time"])
+        except (OSError, ValueError, TypeError, KeyError): pass   # no results yet, or an old or broken file: started first
+    return wt
+
 def _paper_notebooks(todo) -> bool:
     "Whether any of the (notebook, key) pairs to run is a paper's repro notebook (named `<paper prefix>_…`)."
     from attribkit.papers import PAPERS
     return any(nb.stem.split("_", 1)[0] in PAPERS for nb, _ in todo)
 
+def _zoo_seconds(out: Path) -> dict:
+    "{stand-in: training seconds per seed} from the last record's `<out>/zoo.json`, {} without one: the zoo starts the longest first."
+    try: return {r["model"]: r["train_seconds"] for r in json.loads((out / "zoo.json").read_text())["stand_ins"]}
+    except (OSError, ValueError, KeyError, TypeError): return {}
+
 def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
-    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, printing a line per epoch, then the seed-000 students distilled from the zoo's teacher (a line per student); write `<out>/zoo.json`."
+    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, and the seed-000 students distilled from the zoo's teacher (a line per student) in the same workers, queued behind the zoo; write `<out>/zoo.json`."
     from attribkit.papers import distillation, zoo
-    t = time.perf_counter()
+    t, root = time.perf_counter(), params["data_root"]
     if progress: print(f"zoo: {sum(e.seeds for e in zoo.ZOO.values())} models ({len(zoo.ZOO)} stand-ins), {jobs} at a time", flush=True)
-    rows = zoo.zoo_rows(zoo.train_zoo(data_root=params["data_root"], jobs=jobs))
-    record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=params["data_root"], device="cpu")}
-    if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the seed-000 students next", flush=True)
-    record["students"] = distillation.student_rows(distillation.train_students(params["data_root"], jobs))
+    with zoo.worker_pool(jobs) as pool:   # one pool: no core idles between the zoo's last models and the first students
+        runs = zoo.submit_zoo(pool, data_root=root, seconds=_zoo_seconds(out))
+        if (distillation.ZOO_TEACHER, 0) in runs: runs[distillation.ZOO_TEACHER, 0].result()   # the students need their teacher
+        students = distillation.submit_students(pool, root)
+        rows = zoo.zoo_rows([f.result() for f in runs.values()])
+        record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=root, device="cpu")}
+        if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the seed-000 students go on", flush=True)
+        record["students"] = distillation.student_rows([f.result() for f in students])
     atomic_write(out / "zoo.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     if progress: print(f"zoo and students: ready in {time.perf_counter() - t:.0f} s", flush=True)
     return record

@@ -375,3 +375,37 @@ def test_load_paper_model_rejects_another_architecture(tmp_path):
     p.write_bytes(b"<html>")
     with pytest.raises(ValueError, match=r"resnet18.pth is not a torch checkpoint"):
         load_paper_model("ResNet-18", weights=tmp_path)
+
+
+def test_cluttered_objects_are_the_canvas_masks():
+    "With masks that come with the images (cpu, cluttered canvases) the object is that mask, not the bright pixels: the shares, the note and the one extra diagnostic (DGA against the input intensity, a fair baseline on clutter) follow it."
+    s = hand_setup()
+    x = s.per_seed[0]["M"][1]
+    assert ga._object_note(s).startswith("item silhouette")
+    masks = torch.zeros(len(x), 8, 8)
+    masks[:, :, :2] = 1                                                           # the left quarter: not where the input is bright
+    s.masks = masks
+    torch.testing.assert_close(ga._object_masks(s, x, s.per_seed[0]["M"][2]), masks)
+    assert ga.object_shares(s, ["UFG", "random"]).extra["object"].startswith("the item's silhouette on the canvas (the data's own mask")
+    res = ga.object_shares(s, ["UFG", "DGA", "input intensity", "random"])
+    assert res.measured["M | object area (chance) | positive mass on object"]["mean"] == 0.25
+    raw = ga._unnormalise(s)(x).clamp_min(0).sum(1)
+    want = float(((raw * masks).sum((1, 2)) / raw.sum((1, 2))).mean())        # the intensity map's share on the given masks
+    assert res.measured["M | input intensity | positive mass on object"]["mean"] == pytest.approx(want)
+    c = res.claim("fig1/dga-over-input-intensity/vgg-16")
+    assert c["role"] == "diagnostic" and c["paper_claim"] == "dga/masks-object"
+    s.masks = None
+    assert not any("input-intensity" in c["key"] for c in ga.object_shares(s, ["DGA", "input intensity"]).claims)
+
+
+def test_cluttered_setup_names_its_stand_ins():
+    "cluttered=True at cpu offers only the paper models the zoo has canvas stand-ins for, and names them; it changes nothing at smoke or paper scale."
+    run = ga.start("test", ga.BUDGETS, "cpu", n_steps=3, flip_steps=4)
+    with pytest.raises(ValueError, match=r"cluttered stand-ins for these only.*ResNet-18"):
+        ga.setup(run, models=["ResNet-18"], cluttered=True)
+    assert ga.model_label("VGG-16", "cpu", cluttered=True) == "Canvas VGG-16-BN/16 (stand-in for VGG-16)"
+    assert ga.model_label("VGG-16", "smoke", cluttered=True) == ga.model_label("VGG-16", "smoke") == ga.STAND_INS["VGG-16"]
+    assert ga.model_label("VGG-16", "paper", cluttered=True) == "VGG-16"
+    from attribkit.papers import zoo
+    e = zoo.ZOO[ga.CLUTTERED_NAMES["VGG-16"]]
+    assert e.data == "fashion_canvases-64" and e.seeds >= 3 and e.floor > 0.1

@@ -332,3 +332,14 @@ def test_compare_lists_changed_verdicts_by_key(tmp_path):
     (a / "paper_claims.json").write_text(json.dumps([{"id": "p/x", "verdict": "holds", "evidence": ["nb:k/one"]}]))
     (b / "paper_claims.json").write_text(json.dumps([{"id": "p/x", "verdict": "not evaluable", "evidence": []}]))
     assert compare_records(a, b) == ["nb:k/one: holds → inconclusive"]
+
+
+def test_last_wall_times_order_the_notebooks_longest_first(tmp_path):
+    "With several jobs the notebooks start the longest first by their last results' wall times; missing or broken results count as unknown (started first)."
+    for n, wt in (("short", 2.0), ("long", 90.0)):
+        (tmp_path / f"{n}.json").write_text(json.dumps(dict(good(), name=n, wall_time=wt)))
+    (tmp_path / "broken.json").write_text("{")
+    from attribkit import reproduce
+    last = reproduce._last_wall_times(tmp_path, ["short", "long", "broken", "new"])
+    assert last == {"short": 2.0, "long": 90.0}
+    assert sorted(["short", "long", "new"], key=lambda n: -last.get(n, float("inf"))) == ["new", "long", "short"]

@@ -47,13 +47,20 @@ def test_zoo_table_marks_a_stand_in_under_its_floor():
 
 
 def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(zoo, "train_zoo", lambda data_root=None, jobs=1: [
-        dict(name="LeNet-300-100", seed=s, value=v, train_seconds=10.0, cached=True) for s, v in enumerate([0.89, 0.9])])
+    seen = []
+    def submit_zoo(pool, data_root=None, seconds=None):
+        seen.append(seconds)
+        return {("LeNet-300-100", s): pool.submit(dict, name="LeNet-300-100", seed=s, value=v, train_seconds=10.0, cached=True)
+                for s, v in enumerate([0.89, 0.9])}
+    monkeypatch.setattr(zoo, "submit_zoo", submit_zoo)
     monkeypatch.setattr(zoo, "localisation_controls", lambda data_root=None, device="cpu": CONTROLS)
-    monkeypatch.setattr(distillation, "train_students", lambda data_root=None, jobs=1: STUDENTS)
+    monkeypatch.setattr(distillation, "submit_students", lambda pool, data_root=None: [pool.submit(dict, r) for r in STUDENTS])
     rec = reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
     on_disk = json.loads((tmp_path / "zoo.json").read_text())
     assert on_disk == rec and on_disk["stand_ins"][0]["value"] == 0.895 and on_disk["localisation_set"] == CONTROLS
+    assert seen == [{}]                                        # no earlier record here: no training times to order by
+    reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
+    assert seen[-1] == {"LeNet-300-100": 10.0}                  # the next run orders by the last record's zoo.json
     md = summary_markdown([], dict(scale="cpu", device="cpu"), zoo=on_disk)
     assert "## Stand-ins (the model zoo)" in md and "| LeNet-300-100 |" in md
     assert on_disk["students"] == distillation.student_rows(STUDENTS) and "| x2 | naive | 2 (0) | 74.0 (75.0, 73.0) | 77.0 | 3.0 | 5 | yes |" in md
@@ -67,3 +74,23 @@ def test_the_zoo_prepass_runs_only_for_paper_notebooks():
     from pathlib import Path
     assert not reproduce._paper_notebooks([(Path("fixtures/ok.ipynb"), "k"), (Path("fixtures/fail.ipynb"), "k")])
     assert reproduce._paper_notebooks([(Path("nbs/repro/ok.ipynb"), "k"), (Path("nbs/repro/mask_table2_mia.ipynb"), "k")])
+
+
+def test_zoo_tasks_start_the_longest_first():
+    "With the last record's seconds per seed the zoo's tasks start the longest first, stand-ins without a time before them; without, in the zoo's order; the table keeps the zoo's order."
+    names = ["LeNet-300-100", "ResNet-8/2", "Canvas VGG-16-BN/16"]
+    order = [t[0] for t in zoo.zoo_tasks(names, seconds={"LeNet-300-100": 11.6, "ResNet-8/2": 210.2})]
+    assert list(dict.fromkeys(order)) == ["Canvas VGG-16-BN/16", "ResNet-8/2", "LeNet-300-100"]
+    assert len(order) == sum(zoo.ZOO[n].seeds for n in names)
+    assert [t[0] for t in zoo.zoo_tasks(names)][:1] == ["LeNet-300-100"] and zoo.zoo_tasks(names)[0][1:] == (0, None, 5)
+    rows = zoo.zoo_rows([dict(name=n, seed=0, value=0.9, train_seconds=1.0, cached=True) for n in reversed(names)])
+    assert [r["model"] for r in rows] == [n for n in zoo.ZOO if n in names]
+
+
+def test_worker_pool_without_workers_runs_at_submit_and_hands_errors_back():
+    with zoo.worker_pool(1) as pool:
+        ok, bad = pool.submit(sum, [1, 2]), pool.submit(int, "x")
+        assert ok.done() and ok.result() == 3
+        with pytest.raises(ValueError, match="invalid literal"):
+            bad.result()
+    assert zoo.in_workers(abs, [-1, 2, -3]) == [1, 2, 3]

@@ -37,9 +37,9 @@ from .experiment import Result, Run, WeightFile, diagnose, start
 # %% auto #0
 __all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'BUDGETS', 'ZOO_TEACHER', 'TEACHER_FILE',
            'PAPER_FILES', 'WEIGHT_FILES', 'RULES', 'LAMBDAS', 'REACH', 'TABLE2_MAPS', 'PRUNE_VARIANTS', 'ROAR_MODELS',
-           'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1', 'student_tasks', 'train_students',
-           'student_rows', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure', 'table2_figure',
-           'roar_figure']
+           'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1', 'student_tasks', 'submit_students',
+           'train_students', 'student_rows', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure', 'pruning_figure',
+           'table2_figure', 'roar_figure']
 
 # %% ../../nbs/papers/01_distillation.ipynb #201ad7df
 MEASURES = ("mAP", "F1", "AUC", "Point Acc")  # rebuttal Table 1's columns
@@ -1114,9 +1114,15 @@ def _student_one(task: tuple) -> dict:
     return row
 
 
+def submit_students(pool, data_root=None) -> list:
+    "The futures of the rows of every cpu student of `student_tasks`, submitted to `pool` (a `zoo.worker_pool`); reads the zoo's teacher here, so train it first."
+    return [pool.submit(_student_one, (data_root, *t)) for t in student_tasks(_cpu_setup(data_root))]
+
+
 def train_students(data_root=None, jobs: int = 1) -> list[dict]:
     "Distil (or read from the cache) every cpu student of `student_tasks`, `jobs` worker processes at a time; one row per student."
-    return zoo.in_workers(_student_one, [(data_root, *t) for t in student_tasks(_cpu_setup(data_root))], jobs)
+    with zoo.worker_pool(jobs) as pool:
+        return [f.result() for f in submit_students(pool, data_root)]
 
 
 def student_rows(runs: list[dict]) -> list[dict]:

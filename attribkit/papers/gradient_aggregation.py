@@ -167,8 +167,11 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "Appendix A, Figure 1 (qualitative)",
         "figure only; no numbers",
         "share of the map's positive mass on the target object ↑ (ours: the paper has no metric)",
-        _CPU + "; object = the item's silhouette (pixel > 0.1) at cpu, the centred half-side square at paper scale "
-        "(dga_fig1_ablation; dga_fig8_path gives diagnostics)",
+        f"cpu: the zoo's Canvas VGG-16-BN/16 (for VGG-16) trained on {zoo.CANVASES['n_train']:,} Fashion canvases (one item "
+        f"among full-contrast distractors on a texture with the items' intensities, 64 × 64), "
+        f"{zoo.ZOO['Canvas VGG-16-BN/16'].seeds} seeds, object = the item's silhouette (the canvas's own mask); paper scale: "
+        "the torchvision models on ImageNet val, object = the centred half-side square (dga_fig1_ablation; dga_fig8_path "
+        "gives diagnostics)",
     ),
 ]
 
@@ -197,13 +200,16 @@ SMOKE_MODELS = {
 SMOKE_RECIPE = dict(epochs=6, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
 ZOO_NAMES = {"VGG-16": "VGG-16-BN/16", "ResNet-18": "ResNet-8/2", "Inception-V3": "LeNet-5"}  # cpu: the zoo's stand-ins
 STAND_INS = {k: f"{v} (stand-in for {k})" for k, v in ZOO_NAMES.items()}  # smoke trains the same builders on shapes
+CLUTTERED_NAMES = {"VGG-16": "Canvas VGG-16-BN/16"}  # cpu, `cluttered`: the zoo's stand-ins on Fashion canvases
 PAPER_MODELS = {"VGG-16": ("vgg16", 224), "ResNet-18": ("resnet18", 224), "Inception-V3": ("inception_v3", 299)}
 DATA_NAMES = {"smoke": "shapes (single-label, attribkit.data.shapes)", "cpu": "Fashion-MNIST (32 x 32)", "paper": "ImageNet val"}
 
 
-def model_label(paper_name: str, scale: str) -> str:
-    "The honest name of the model that stands for `paper_name` at `scale` (the paper's own model only at paper scale)."
-    return paper_name if scale == "paper" else STAND_INS[paper_name]
+def model_label(paper_name: str, scale: str, cluttered: bool = False) -> str:
+    "The honest name of the model that stands for `paper_name` at `scale` (the paper's own model only at paper scale; `cluttered`: the cpu stand-in trained on Fashion canvases)."
+    if scale == "paper":
+        return paper_name
+    return f"{CLUTTERED_NAMES[paper_name]} (stand-in for {paper_name})" if cluttered and scale == "cpu" else STAND_INS[paper_name]
 
 
 def _smoke_data():
@@ -246,11 +252,11 @@ def _dry_trained(name: str, seed: int, device, data_root=None, n: int = 64) -> z
     return zoo.Trained(name, seed, m.to(models.resolve_device(device)).eval(), acc, e.floor, float(sum(hist["time"])), False)
 
 
-def _zoo_stand_ins(run: Run, names: list) -> dict[str, list]:
-    "cpu: {paper name: [`zoo.Trained` per seed]}, stand-in `ZOO_NAMES[name]` from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
+def _zoo_stand_ins(run: Run, names: list, table: dict = ZOO_NAMES) -> dict[str, list]:
+    "cpu: {paper name: [`zoo.Trained` per seed]}, stand-in `table[name]` (`ZOO_NAMES` or `CLUTTERED_NAMES`) from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
     out = {}
     for name in names:
-        z = ZOO_NAMES[name]
+        z = table[name]
         get = _dry_trained if run.dry_run else zoo.get
         out[name] = [get(z, s, device=run.dev, data_root=run.data_root) for s in run.seeds[: zoo.ZOO[z].seeds]]
     return out
@@ -396,6 +402,7 @@ class Setup:
     paper_names: dict = field(default_factory=dict)
     stand_ins: dict = field(default_factory=dict)
     floor: dict = field(default_factory=dict)
+    masks: Tensor | None = None  # (n, H, W) the target objects' masks that come with the images (cpu, cluttered), else None
 
     @property
     def seeds(self) -> list[int]:
@@ -450,7 +457,9 @@ class Setup:
                 + (
                     "a dry run's, on 64 test images (not the zoo)"
                     if self.run.dry_run
-                    else "the zoo's, on the full Fashion-MNIST test split (`attribkit.papers.zoo`)"
+                    else "the zoo's, on its "
+                    + (f"{zoo.CANVASES['n_test']:,} test canvases" if self.masks is not None else "full Fashion-MNIST test split")
+                    + " (`attribkit.papers.zoo`)"
                 )
                 + ".",
             ]
@@ -460,18 +469,26 @@ class Setup:
         return self.describe()
 
 
-def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000) -> Setup:
-    "The paper's `models` (default all three; paper names) for each seed of `run`, with the first `n_images` test images (default the budget's `n_images`): at smoke stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); at cpu the zoo's stand-ins (`ZOO_NAMES`), each with the zoo's count of seeds (the run's seeds become the most of these) and the zoo's test accuracy on the full test split; at paper scale the torchvision models with the weights `run.weights` on ImageNet val."
+def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000, cluttered: bool = False) -> Setup:
+    "The paper's `models` (default all three, or all of `CLUTTERED_NAMES`; paper names) for each seed of `run`, with the first `n_images` test images (default the budget's `n_images`): at smoke stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); at cpu the zoo's stand-ins (`ZOO_NAMES` on Fashion-MNIST; `cluttered`: `CLUTTERED_NAMES` on Fashion canvases, one item among distractors, with its silhouette as the object mask), each with the zoo's count of seeds (the run's seeds become the most of these) and the zoo's test accuracy on the full test split; at paper scale the torchvision models with the weights `run.weights` on ImageNet val (`cluttered` changes only cpu)."
     from attribkit import data
     from attribkit.models import evaluate
 
-    names = list(PAPER_MODELS) if models is None else list(models)
-    unknown = [k for k in names if k not in PAPER_MODELS]
+    scale = run.scale
+    cluttered = bool(cluttered) and scale == "cpu"
+    table = CLUTTERED_NAMES if cluttered else PAPER_MODELS
+    names = list(table) if models is None else list(models)
+    unknown = [k for k in names if k not in table]
     if unknown:
-        raise ValueError(f"`models` must be paper model names from {list(PAPER_MODELS)}, got {unknown}")
+        raise ValueError(
+            f"`models` must be paper model names from {list(table)}"
+            + (" (the zoo has cluttered stand-ins for these only; pass cluttered=False for the others)" if cluttered else "")
+            + f", got {unknown}"
+        )
     seed_everything(run.seed)
-    n, dev, scale = n_images or run.budget["n_images"], run.dev, run.scale
-    per_seed, accuracy, k, record, floor = [], {}, None, {}, {}
+    n, dev = n_images or run.budget["n_images"], run.dev
+    per_seed, accuracy, k, record, floor, masks = [], {}, None, {}, {}, None
+    zoo_names, labelled = (CLUTTERED_NAMES if cluttered else ZOO_NAMES), (lambda k_: model_label(k_, scale, cluttered))
     if scale == "paper":  # images stay on the CPU: chunks go to the device
         for s in run.seeds:
             per_seed.append(
@@ -484,21 +501,22 @@ def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000
                 }
             )
     elif scale == "cpu":
-        trained = _zoo_stand_ins(run, names)
-        ds = zoo.splits(zoo.ZOO[ZOO_NAMES[names[0]]].data, run.data_root)
-        x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
+        trained = _zoo_stand_ins(run, names, zoo_names)
+        ds = zoo.splits(zoo.ZOO[zoo_names[names[0]]].data, run.data_root)
+        test = data.first(ds.test, n).tensors
+        x, y = (t.to(dev) for t in test[:2])
+        masks = test[2].float() if cluttered else None  # the canvas's own mask of its one item
         run.budget["seeds"] = max(len(ts) for ts in trained.values())  # the seeds this run has (saved with its results)
         per_seed = [
-            {model_label(k_, scale): (ts[i].model, x, y) for k_, ts in trained.items() if i < len(ts)}
-            for i in range(run.budget["seeds"])
+            {labelled(k_): (ts[i].model, x, y) for k_, ts in trained.items() if i < len(ts)} for i in range(run.budget["seeds"])
         ]
         k = int(ds.test.tensors[1].max()) + 1
         for k_, ts in trained.items():
-            label, e = model_label(k_, scale), zoo.ZOO[ZOO_NAMES[k_]]
-            accuracy[label] = [t.value for t in ts]
-            floor[label] = zoo.floor_reason(ts, label)
-            record[label] = dict(
-                zoo=ZOO_NAMES[k_],
+            lab, e = labelled(k_), zoo.ZOO[zoo_names[k_]]
+            accuracy[lab] = [t.value for t in ts]
+            floor[lab] = zoo.floor_reason(ts, lab)
+            record[lab] = dict(
+                zoo=zoo_names[k_],
                 stands_for=k_,
                 data=zoo.DATA_NAMES.get(e.data, e.data),
                 seeds=[t.seed for t in ts],
@@ -510,14 +528,15 @@ def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000
         for s in run.seeds:
             stand_ins, ds = _stand_ins(names, s, dev)
             x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
-            per_seed.append({model_label(k_, scale): (m, x, y) for k_, m in stand_ins.items()})
+            per_seed.append({labelled(k_): (m, x, y) for k_, m in stand_ins.items()})
         test = data.first(ds.test, n_eval)
         test = torch.utils.data.TensorDataset(*test.tensors[:2])
         k = int(ds.test.tensors[1].max()) + 1
         for per in per_seed:
             for label, (m, _, _) in per.items():
                 accuracy.setdefault(label, []).append(float(evaluate(m, test, topk=(1,), device=dev)["top1"]))
-    return Setup(run, per_seed, DATA_NAMES[scale], accuracy, k, {model_label(k_, scale): k_ for k_ in names}, record, floor)
+    data_name = zoo.DATA_NAMES[zoo.ZOO[CLUTTERED_NAMES[names[0]]].data] if cluttered else DATA_NAMES[scale]
+    return Setup(run, per_seed, data_name, accuracy, k, {labelled(k_): k_ for k_ in names}, record, floor, masks)
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #bd0583d5
 def gxi(model: nn.Module, x: Tensor, t) -> Tensor:
@@ -1003,7 +1022,9 @@ def _unnormalise(s: Setup):
 
 
 def _object_masks(s: Setup, x: Tensor, y: Tensor, threshold: float = 0.1) -> Tensor:
-    "(n, H, W) target-object masks: the shape's mask (smoke), the item's silhouette (cpu), the centred half-side square (paper)."
+    "(n, H, W) target-object masks: the shape's mask (smoke), the item's silhouette (cpu: the canvas's own mask when cluttered, else the pixels above `threshold`), the centred half-side square (paper)."
+    if s.masks is not None:
+        return s.masks[: len(y)]
     if s.run.scale == "smoke":
         return _smoke_data().test.tensors[2][: len(y)][torch.arange(len(y)), y.cpu()].float()
     if s.run.scale == "cpu":
@@ -1023,6 +1044,8 @@ def _class_name(s: Setup, y: int) -> str:
 
 def _object_note(s: Setup, threshold: float = 0.1) -> str:
     "What the 'object' is for the data of `s` (for the results' extra)."
+    if s.masks is not None:
+        return "the item's silhouette on the canvas (the data's own mask; the distractors lie behind the item)"
     return {
         "smoke": "target shape mask",
         "cpu": f"item silhouette (pixel > {threshold})",
@@ -1044,8 +1067,10 @@ _FIG1_CLAIMS = [
     ("DGA", "ReLU(G×I)", "diagnostic"),
     ("DGA", "|G×I|", "diagnostic"),
 ]
-# no claim against "input intensity": the object is where the input is bright (pixel > threshold), so that map finds it by
-# construction; its share stays a measured cell
+# no claim against "input intensity" on single items: the object is where the input is bright (pixel > threshold), so that
+# map finds it by construction; its share stays a measured cell. On canvases (`Setup.masks`) the distractors and the
+# background have the items' intensities, so the intensity map is a fair baseline there: a diagnostic
+_FIG1_CLUTTERED = [("DGA", "input intensity", "diagnostic")]
 _AREA = "object area (chance)"
 
 
@@ -1093,7 +1118,7 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
     for label, sh in shares.items():
         for k, v in sh.items():
             measured[f"{label} | {k} | positive mass on object"] = _cell(v, native=True)
-        for k, ref, role in _FIG1_CLAIMS:
+        for k, ref, role in _FIG1_CLAIMS + (_FIG1_CLUTTERED if s.masks is not None else []):
             if k not in sh or ref not in sh:
                 continue
             effects, unit = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
