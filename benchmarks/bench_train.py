@@ -5,7 +5,8 @@ model, optimizer, batch size and number of steps, on batches sliced beforehand, 
 recipe's loss (its label smoothing included), the backward pass and the optimizer step. `models.train` adds the seeded
 shuffled index batches, the gather of each batch, the one-cycle scheduler and the per-step bookkeeping (running loss
 and accuracy). Each measurement runs in a fresh process (one thread), the two orders alternate across rounds, and the
-table gives the median ratio with its spread (min–max over rounds).
+table gives the median ratio with its spread (min–max over rounds). A second table times the stand-ins whose recipe
+trains channels-last (`models.train(channels_last=True)`) against the same epoch in the default memory format.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_train.py                  # zoo stand-ins, 6,000 Fashion-MNIST images
     python benchmarks/bench_train.py --rounds 5 --images 12000
@@ -13,27 +14,34 @@ table gives the median ratio with its spread (min–max over rounds).
 from __future__ import annotations
 import argparse, json, statistics, subprocess, sys, time
 
-MODELS = ["NIB VGG16/16", "VGG-16-BN/16", "LeNet-300-100"]
+MODELS = ["NIB VGG16/16", "VGG-16-BN/16", "LeNet-300-100", "Canvas VGG-16-BN/16"]
 
 
 def measure(name: str, arm: str, images: int) -> float:
-    "Seconds of one epoch over `images` images of stand-in `name`: `arm` 'train' (models.train) or 'pure' (the bare loop)."
+    "Seconds of one epoch over `images` images of stand-in `name`: `arm` 'train' (models.train), 'pure' (the bare loop) or 'default' (models.train in the default memory format)."
     import torch
     import torch.nn.functional as F
     from torch.utils.data import TensorDataset
-    from attribkit import models
+    from attribkit import data, models
     from attribkit.papers import zoo
 
     torch.set_num_threads(1)
     e = zoo.ZOO[name]
-    x, y = (t[:images] for t in zoo.splits(e.data).train.tensors[:2])
+    if e.data == "fashion_canvases-64":  # rendered, not decoded: render only the images timed
+        c = zoo.CANVASES
+        x, y = data.fashion_canvases("train", images, size=c["size"], seed=0, version=c["version"]).tensors[:2]
+    else:
+        x, y = (t[:images] for t in zoo.splits(e.data).train.tensors[:2])
     torch.manual_seed(0)
     model = e.build()
     r = dict(e.recipe, epochs=1)
-    if arm == "train":
+    if arm == "default":
+        r["channels_last"] = False
+    if arm in ("train", "default"):
         return models.train(model, TensorDataset(x, y), progress=False, seed=0, device="cpu", **r)["time"][0]  # the epoch's loop
-    bs = r["batch_size"]
-    batches = [(x[s : s + bs].contiguous(), y[s : s + bs].contiguous()) for s in range(0, len(x), bs)]
+    bs, fmt = r["batch_size"], torch.channels_last if r.get("channels_last") else torch.contiguous_format
+    batches = [(x[s : s + bs].contiguous(memory_format=fmt), y[s : s + bs].contiguous()) for s in range(0, len(x), bs)]
+    model.to(memory_format=fmt)
     opt = (torch.optim.SGD(model.parameters(), lr=r["lr"], momentum=r.get("momentum", 0.9), weight_decay=r["weight_decay"])
            if r["optimizer"] == "sgd" else torch.optim.Adam(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"]))
     model.train()
@@ -55,7 +63,7 @@ def main() -> None:
         print(json.dumps(measure(a.one[0], a.one[1], a.images))); return
     run = lambda n, arm: json.loads(subprocess.run([sys.executable, __file__, "--one", n, arm, "--images", str(a.images)],
                                                    capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-    print(f"one epoch over {a.images} Fashion-MNIST images, one thread, {a.rounds} rounds (fresh process each, order alternated)")
+    print(f"one epoch over {a.images} Fashion-MNIST images (or canvases), one thread, {a.rounds} rounds (fresh process each, order alternated)")
     print("| stand-in | models.train (s) | pure compute (s) | ratio median | ratio min–max |\n|---|---:|---:|---:|---|")
     for n in a.models:
         tr, pu = [], []
@@ -65,6 +73,23 @@ def main() -> None:
         ratios = [t / p for t, p in zip(tr, pu)]
         print(f"| {n} | {statistics.median(tr):.2f} | {statistics.median(pu):.2f} | {statistics.median(ratios):.3f} | "
               f"{min(ratios):.3f}–{max(ratios):.3f} |", flush=True)
+    chl = [n for n in a.models if zoo_recipe(n).get("channels_last")]
+    if chl:
+        print("\n| stand-in | default format (s) | channels-last (s) | speed-up median | speed-up min–max |\n|---|---:|---:|---:|---|")
+    for n in chl:
+        de, cl = [], []
+        for k in range(a.rounds):
+            for arm in (("default", "train") if k % 2 == 0 else ("train", "default")):
+                (de if arm == "default" else cl).append(run(n, arm))
+        ups = [d / c for d, c in zip(de, cl)]
+        print(f"| {n} | {statistics.median(de):.2f} | {statistics.median(cl):.2f} | {statistics.median(ups):.2f}× | "
+              f"{min(ups):.2f}–{max(ups):.2f}× |", flush=True)
+
+
+def zoo_recipe(name: str) -> dict:
+    from attribkit.papers import zoo
+
+    return zoo.ZOO[name].recipe
 
 
 if __name__ == "__main__":

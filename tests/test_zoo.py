@@ -93,4 +93,3 @@ def test_worker_pool_without_workers_runs_at_submit_and_hands_errors_back():
         assert ok.done() and ok.result() == 3
         with pytest.raises(ValueError, match="invalid literal"):
             bad.result()
-    assert zoo.in_workers(abs, [-1, 2, -3]) == [1, 2, 3]

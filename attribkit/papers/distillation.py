@@ -175,6 +175,7 @@ _PAPER = dict(
     roar_batch=32,
     roar_n_train=None,
     roar_lr=1e-3,
+    channels_last=False,  # the students' memory format (`distill(channels_last=...)`)
 )
 BUDGETS = {
     # built-in toy data, minutes: exercises every code path, not evidence
@@ -211,6 +212,7 @@ BUDGETS = {
         roar_batch=64,
         roar_n_train=512,
         roar_lr=3e-3,
+        channels_last=True,
     ),
     # real data: the zoo's version-2 Fashion mosaics (64 px, multi-label, per-class masks, distractors and a textured
     # background) and its 6-conv VGG-BN teacher at width ÷2; x2 (main), x4, x8 students distilled on all 8,000 training mosaics
@@ -247,6 +249,7 @@ BUDGETS = {
         roar_batch=32,
         roar_n_train=1200,
         roar_lr=1e-2,
+        channels_last=True,  # faster convolutions on one core: the students' seconds are in zoo.json
     ),
     # the paper: VOC 2012, VGG-16-BN teacher (ImageNet-initialised, fine-tuned), x2/x4/x8 students, 350 epochs, 5 runs
     "paper": _PAPER,
@@ -416,6 +419,7 @@ class Setup:
             warmup=C["warmup"] if warmup is None else int(warmup),
             head_init=head_init,
             n_distill=len(self.distill_set),
+            channels_last=C["channels_last"],
         )
         return fn, {"config": config, "data": f"{self.data_key}|teacher={self.teacher_key}", "recipe": recipe}
 
@@ -463,6 +467,7 @@ class Setup:
                     seed=s,
                     device=self.device,
                     progress=False,
+                    channels_last=r["channels_last"],
                 ),
                 seconds=time.perf_counter() - t,
             )
