@@ -66,10 +66,7 @@ def main() -> None:
     print(f"one epoch over {a.images} Fashion-MNIST images (or canvases), one thread, {a.rounds} rounds (fresh process each, order alternated)")
     print("| stand-in | models.train (s) | pure compute (s) | ratio median | ratio min–max |\n|---|---:|---:|---:|---|")
     for n in a.models:
-        tr, pu = [], []
-        for k in range(a.rounds):
-            for arm in (("train", "pure") if k % 2 == 0 else ("pure", "train")):
-                (tr if arm == "train" else pu).append(run(n, arm))
+        tr, pu = alternated(run, n, "train", "pure", a.rounds)
         ratios = [t / p for t, p in zip(tr, pu)]
         print(f"| {n} | {statistics.median(tr):.2f} | {statistics.median(pu):.2f} | {statistics.median(ratios):.3f} | "
               f"{min(ratios):.3f}–{max(ratios):.3f} |", flush=True)
@@ -77,13 +74,19 @@ def main() -> None:
     if chl:
         print("\n| stand-in | default format (s) | channels-last (s) | speed-up median | speed-up min–max |\n|---|---:|---:|---:|---|")
     for n in chl:
-        de, cl = [], []
-        for k in range(a.rounds):
-            for arm in (("default", "train") if k % 2 == 0 else ("train", "default")):
-                (de if arm == "default" else cl).append(run(n, arm))
+        de, cl = alternated(run, n, "default", "train", a.rounds)
         ups = [d / c for d, c in zip(de, cl)]
         print(f"| {n} | {statistics.median(de):.2f} | {statistics.median(cl):.2f} | {statistics.median(ups):.2f}× | "
               f"{min(ups):.2f}–{max(ups):.2f}× |", flush=True)
+
+
+def alternated(run, name: str, first: str, second: str, rounds: int) -> tuple[list, list]:
+    "`run(name, arm)` for arms `first` and `second`, `rounds` times each, the order alternating: their two lists of seconds."
+    got = {first: [], second: []}
+    for k in range(rounds):
+        for arm in ((first, second) if k % 2 == 0 else (second, first)):
+            got[arm].append(run(name, arm))
+    return got[first], got[second]
 
 
 def zoo_recipe(name: str) -> dict:
