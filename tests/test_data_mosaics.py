@@ -1,4 +1,4 @@
-"Fashion mosaics and canvases: version 2's intensity controls, version 1 unchanged, shapes, seeds and bad arguments."
+"Fashion mosaics and canvases: version 2's intensity controls, a trained classifier's Grad-CAM on them (slow), version 1 unchanged, shapes, seeds and bad arguments."
 import pytest, torch
 from attribkit.data import fashion_mosaics, fashion_canvases, fashion_mnist_dir
 from attribkit.metrics import intensity_auc
@@ -21,6 +21,18 @@ def test_version2_intensity_cannot_localise(build):
     assert all(0.35 <= a <= 0.65 for a in v2), v2
     v1 = _controls(build("test", 512, seed=0, version=1))          # the bright-items-on-dim-clutter canvases
     assert v1[0] > 0.8 and v1[1] < 0.2, v1                        # |x| ranks the dark background first
+
+
+@needs_fmnist
+@pytest.mark.slow
+def test_trained_gradcam_localises_the_mosaics(tmp_path, monkeypatch):
+    # the issue's bounds on 512 test mosaics, with the zoo's Mosaic VGG-6-BN/2 trained (seed 0) into an empty cache:
+    # the input intensity and |intensity| ≤ 0.65, the trained classifier's Grad-CAM ≥ 0.80 (whole-image mask AUC)
+    from attribkit.papers import zoo
+    monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path))
+    c = zoo.localisation_controls(device="cpu")
+    assert c["images"] == 512 and c["version"] == 2 and c["test_map"] >= zoo.ZOO[c["classifier"]].floor, c
+    assert max(c["intensity"], c["abs_intensity"]) <= 0.65 < 0.80 <= c["gradcam"], c
 
 
 @needs_fmnist
