@@ -12,12 +12,13 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output', 'resolve_target',
+__all__ = ['MIN_CPU_ROWS', 'check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output', 'resolve_target',
            'predict_target', 'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad',
-           'activation_bytes', 'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward',
-           'tuned_chunks', 'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile',
-           'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution', 'check_no_forward_args',
-           'register', 'available_methods', 'get_method', 'as_local', 'attribute', 'RandomAttribution']
+           'activation_bytes', 'cache_bytes', 'free_memory_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad',
+           'batched_forward', 'tuned_chunks', 'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax',
+           'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution',
+           'check_no_forward_args', 'register', 'available_methods', 'get_method', 'as_local', 'attribute',
+           'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -255,17 +256,32 @@ def cache_bytes(default: int = 32 * 2**20) -> int:
         except (OSError, ValueError): pass
     return max(sizes, default=default)
 
+def free_memory_bytes(default: int = 4 * 2**30) -> int:
+    "Memory the OS reports available to new allocations (Linux `MemAvailable`), else `default`."
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"): return int(line.split()[1]) * 2**10
+    except (OSError, ValueError, IndexError): pass
+    return default
+
+MIN_CPU_ROWS = 16   # the CPU rule's floor where memory allows: one row per chunk wastes the weights' reads (see above)
+
 def auto_batch_size(model: nn.Module, inputs: Tensor, budget: int | None = None, cap: int = 4096) -> int:
-    "Rows per chunk: activations within the CPU cache, or forward+backward activations within `budget` bytes on CUDA."
+    "Rows per chunk: on CPU activations within the cache (at least `MIN_CPU_ROWS` where an eighth of the free memory holds them); on CUDA activations within `budget` bytes (default 80 % of the free GPU memory)."
     per_row = activation_bytes(model, inputs)
     if inputs.is_cuda:
-        if budget is None: budget = torch.cuda.mem_get_info(inputs.device)[0] // 4
-        rows = budget // (2 * per_row)
-    else: rows = (cache_bytes() if budget is None else budget) // per_row
+        if budget is None: budget = int(0.8 * torch.cuda.mem_get_info(inputs.device)[0])
+        rows = budget // per_row
+    elif budget is not None: rows = budget // per_row
+    else: rows = max(cache_bytes() // per_row, min(MIN_CPU_ROWS, free_memory_bytes() // (8 * per_row)))
     return int(max(1, min(cap, rows)))
 
-def chunks(n: int, size: int) -> Iterator[slice]:
-    "Slices covering range(n) in pieces of at most `size`."
+def chunks(n: int, size: int, balanced: bool = False) -> Iterator[slice]:
+    "Slices covering range(n) in pieces of at most `size` (`balanced`: as few pieces, of sizes differing by at most 1)."
+    if balanced and n > 0:
+        k = -(-n // size)
+        for i in range(k): yield slice(i * n // k, (i + 1) * n // k)
+        return
     for s in range(0, n, size): yield slice(s, min(n, s + size))
 
 def batched_target_grad(model: nn.Module, rows: Tensor, target: Tensor, internal_batch_size: int) -> Tensor:
@@ -300,7 +316,7 @@ def tuned_chunks(n: int, model: nn.Module, sample: Tensor, internal_batch_size: 
                  cap: int = 4096) -> Iterator[slice]:
     "Slices covering range(n): `internal_batch_size` rows if given; on CUDA `auto_batch_size`; on CPU a size tuned on the model by timing these chunks (see above)."
     if internal_batch_size is not None: yield from chunks(n, check_positive_int(internal_batch_size, "internal_batch_size")); return
-    if sample.is_cuda: yield from chunks(n, auto_batch_size(model, sample, cap=cap)); return
+    if sample.is_cuda: yield from chunks(n, auto_batch_size(model, sample, cap=cap), balanced=True); return
     per_model = _TUNED.setdefault(model, {})
     key = _tune_key(sample, grad)
     if key not in per_model:

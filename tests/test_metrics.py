@@ -89,6 +89,26 @@ def test_chunking_does_not_change_results():
 # ---------------------------------------------------------------- controls
 
 
+def _aten_ops(fn) -> list[str]:
+    "The top-level aten operators one call of `fn` runs (CPU profiler): what a GPU would launch, kernel for kernel."
+    from torch.profiler import profile, ProfilerActivity
+    fn()                                                   # first call: per-model probes and caches
+    with profile(activities=[ProfilerActivity.CPU]) as p: fn()
+    return [e.name for e in p.events() if e.name.startswith("aten::")
+            and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
+
+@pytest.mark.parametrize("metric", [pixel_flipping, insertion_deletion])
+def test_operator_count_is_flat_in_steps_and_images(metric):
+    "Ranking, building the perturbed rows and scoring are a fixed set of batched operators: no per-step or per-image loop."
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5))
+    def ops(n, steps):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(n, 3, 8, 8, generator=g); a = torch.randn(x.shape, generator=g)
+        return _aten_ops(lambda: metric(model, x, a, target=1, steps=steps, internal_batch_size=4096))
+    small = ops(2, 3)
+    for n, steps in ((2, 40), (64, 3), (64, 40)): assert ops(n, steps) == small, (n, steps)
+    assert small.count("aten::conv2d") == 1                # one forward pass over all rows
+
 def test_true_weights_beat_random_on_morf_and_lerf():
     g = torch.Generator().manual_seed(0)
     m, x = linear(k=5, c=3, h=6, w=6), torch.randn(32, 3, 6, 6, generator=g, dtype=D)

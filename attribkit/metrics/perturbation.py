@@ -10,8 +10,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from ..core import (check_inputs, check_positive_int, check_model, check_output, resolve_target,
-                            predict_target, model_scope, batched_forward, chunks, auto_batch_size, as_local, as_loader)
+from ..core import (check_inputs, check_positive_int, check_call, check_output, predict_target, model_scope,
+                            batched_forward, chunks, auto_batch_size, as_local, as_loader)
 from ..distributed import sharded_map
 from .base import _Readable, _check_attributions, _check_choice, _generator, register_metric
 
@@ -28,8 +28,8 @@ def relevance(attributions: Tensor, unit: str = "pixel") -> Tensor:
 
 def removal_ranks(scores: Tensor, descending: bool = True, generator: torch.Generator | None = None, seed: int = 0) -> Tensor:
     "Removal position (0 = first) of every unit of `scores` (N, P), ties broken by a seeded random order."
-    n, p = scores.shape
-    perm = torch.rand(n, p, generator=_generator(generator, seed)).argsort(1).to(scores.device)
+    n, p = scores.shape        # the random order is drawn on the CPU (seeded, device-independent) and sorted where the scores are
+    perm = torch.rand(n, p, generator=_generator(generator, seed)).to(scores.device).argsort(1)
     order = perm.gather(1, scores.gather(1, perm).argsort(dim=1, descending=descending, stable=True))
     return torch.empty_like(order).scatter_(1, order, torch.arange(p, device=scores.device).expand(n, p).contiguous())
 
@@ -60,12 +60,12 @@ def fill_values(inputs: Tensor, fill: str | Tensor | float = "zero") -> Tensor:
 def _step_counts(p: int, steps: int, device=None) -> Tensor:
     return torch.tensor([math.floor(j * p / steps + 0.5) for j in range(steps + 1)], device=device)
 
-def _rows(x: Tensor, ranks: Tensor, counts: Tensor, fill: Tensor, unit: str, insert: bool = False) -> Tensor:
+def _rows(x: Tensor, ranks: Tensor, counts: Tensor, fill: Tensor | float, unit: str, insert: bool = False) -> Tensor:
     "Perturbed rows (b, S+1, *x.shape[1:]) for a chunk: units with rank < counts[j] are removed (or inserted)."
     b, s1 = len(x), len(counts)
     ushape = (1, *x.shape[2:]) if (unit == "pixel" and x.ndim >= 3) else x.shape[1:]
     m = ranks.view(b, 1, *ushape) < counts.view(1, s1, *([1] * len(ushape)))
-    xs, fs = x.unsqueeze(1), fill.unsqueeze(1)
+    xs, fs = x.unsqueeze(1), fill.unsqueeze(1) if isinstance(fill, Tensor) else fill   # a number fills without a tensor
     return torch.where(m, xs, fs) if insert else torch.where(m, fs, xs)
 
 def perturbation_rows(inputs: Tensor, attributions: Tensor, steps: int = 20, order: str = "morf",
@@ -91,13 +91,10 @@ class Curves(_Readable):
         return float(self.auc.mean())
 
 def _prepare(model, inputs, attributions, target):
-    check_model(model, inputs); check_inputs(inputs)
+    t = check_call(model, inputs, target)   # the class count is probed once per model and row shape, not per call
     a = _check_attributions(attributions, inputs)
-    with model_scope(model):
-        if target is None: t = predict_target(model, inputs)
-        else:
-            with torch.no_grad(): k = check_output(model(inputs[:1]), 1).shape[1]
-            t = resolve_target(target, len(inputs), k, inputs.device)
+    if t is None:
+        with model_scope(model): t = predict_target(model, inputs)
     return a, t
 
 def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, internal_batch_size) -> dict[str, Curves]:
@@ -111,7 +108,8 @@ def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, int
     with model_scope(model), torch.no_grad():
         for s in chunks(len(inputs), per):
             x = inputs[s]
-            rows = _rows(x, ranks[s], counts, fill_values(x, fill) if not isinstance(fill, Tensor) else fill[s], unit, insert)
+            f = fill[s] if isinstance(fill, Tensor) else 0.0 if fill == "zero" else fill_values(x, fill)
+            rows = _rows(x, ranks[s], counts, f, unit, insert)
             logits = batched_forward(model, rows.flatten(0, 1), ibs)
             check_output(logits, rows.shape[0] * rows.shape[1])
             ts = target[s].repeat_interleave(steps + 1)[:, None]
