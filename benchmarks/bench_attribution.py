@@ -1,8 +1,9 @@
 """Speed of attribkit's multi-step attributions against their lower bound and Captum.
 
-For each workload (a CIFAR-size CNN at 16×3×32×32, torchvision resnet18 with random weights at 4×3×224×224) and each
-method (IG with 50 steps, SmoothGrad with 50 samples, RISE with 4000 masks; on a CPU RISE on resnet18 at 224² — 16,000
-forward rows per call — is skipped, `--quick` runs it at 64×64) it prints the time of attribkit's *default* call and its ratio to
+For each workload (a CIFAR-size CNN at 16×3×32×32, torchvision resnet18 with random weights at 4×3×224×224, and
+torchvision resnet50 at 16×3×224×224 for IG alone) and each method (IG with 50 steps, SmoothGrad with 50 samples, RISE
+with 4000 masks; on a CPU RISE on resnet18 at 224² — 16,000 forward rows per call — and resnet50 at 224² — 800
+forward+backward rows of a ResNet-50 per call — are skipped, `--quick` runs them at 64×64) it prints the time of attribkit's *default* call and its ratio to
 
   (a) the lower bound: the same forward+backward rows (forward only for RISE), pre-built, run at the fastest chunk size;
   (b) Captum's default call (one batch of all rows);
@@ -43,6 +44,11 @@ def cifar_cnn() -> nn.Module:
 def resnet18() -> nn.Module:
     import torchvision
     return torchvision.models.resnet18(weights=None)
+
+
+def resnet50() -> nn.Module:
+    import torchvision
+    return torchvision.models.resnet50(weights=None)
 
 
 def sync(device):
@@ -159,7 +165,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per variant (median; >= 5)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--only", nargs="*", default=None, help="workloads to run: cnn resnet18")
+    ap.add_argument("--only", nargs="*", default=None, help="workloads to run: cnn resnet18 resnet50")
     ap.add_argument("--methods", nargs="*", default=None, help="methods to run: ig smoothgrad rise")
     args = ap.parse_args(argv)
     if args.repeats < 5: ap.error("--repeats must be >= 5 (the median of at least five runs)")
@@ -169,10 +175,12 @@ def main(argv=None):
     torch.manual_seed(0)
     if args.quick:
         work = {"cnn": ("cifar_cnn 4x3x32x32", cifar_cnn, (4, 3, 32, 32)),
-                "resnet18": ("resnet18 2x3x64x64", resnet18, (2, 3, 64, 64))}
+                "resnet18": ("resnet18 2x3x64x64", resnet18, (2, 3, 64, 64)),
+                "resnet50": ("resnet50 2x3x64x64", resnet50, (2, 3, 64, 64))}
     else:
         work = {"cnn": ("cifar_cnn 16x3x32x32", cifar_cnn, (16, 3, 32, 32)),
-                "resnet18": ("resnet18 4x3x224x224", resnet18, (4, 3, 224, 224))}
+                "resnet18": ("resnet18 4x3x224x224", resnet18, (4, 3, 224, 224)),
+                "resnet50": ("resnet50 16x3x224x224", resnet50, (16, 3, 224, 224))}
     methods = ["IG(50)", "SmoothGrad(50)", "RISE(4000)"]
     if args.methods: methods = [m for m in methods if m.split("(")[0].lower() in args.methods]
     print(f"device={device} threads={torch.get_num_threads()} torch={torch.__version__} repeats={args.repeats} "
@@ -181,10 +189,12 @@ def main(argv=None):
     t0 = time.perf_counter()
     for key, (name, make, shape) in work.items():
         if args.only and key not in args.only: continue
+        big_cpu = device.type == "cpu" and not args.quick      # hours on a CPU: RISE on resnet18 and resnet50 at 224²
+        ms = [m for m in methods if not (m.startswith("RISE") and key == "resnet18" and big_cpu)]
+        if key == "resnet50": ms = [] if big_cpu else [m for m in ms if m.startswith("IG")]   # the IG workload of a GPU user
+        if not ms: continue
         x = torch.randn(*shape, generator=g)
-        bench(name, make(), x, device, args.repeats, pilot=1 if args.quick else 2,
-              methods=[m for m in methods if not (m.startswith("RISE") and key == "resnet18" and device.type == "cpu"
-                                                  and not args.quick)])  # 16,000 resnet18 rows at 224²: hours on a CPU
+        bench(name, make(), x, device, args.repeats, pilot=1 if args.quick else 2, methods=ms)
     print(f"total {time.perf_counter() - t0:.0f} s. ours = attribkit default call; @LBchunk = ours at the LB chunk size / LB; LB = lower bound (a); capt = Captum "
           f"default (b); best = Captum at its best chunk (c); capt gain = capt/best (what Captum gains by chunking).")
 

@@ -2,10 +2,11 @@
 
 On a machine with CUDA it runs, each in its own process and with its wall time:
 
-  1. `bench_attribution.py --device cuda` — IG, SmoothGrad and RISE (resnet18 at 224² included) against the lower
-     bound and Captum;
-  2. `bench_metrics.py --device cuda` — pixel flipping against its lower bound and, where `ATTRIBKIT_QUANTUS_PATH`
-     points at an installed Quantus, against Quantus (the ≥ 10× goal of the metrics issue is decided here);
+  1. `bench_attribution.py --device cuda` — IG, SmoothGrad and RISE (resnet18 at 224² included) and IG on resnet50 at
+     16×3×224² against the lower bound and Captum at its best chunk;
+  2. `bench_metrics.py --device cuda`, then with `--workload resnet18` (32 images at 224², 48 steps) — pixel flipping's
+     operator count, its ratio to its lower bound and, where `ATTRIBKIT_QUANTUS_PATH` points at an installed Quantus,
+     Quantus's time at equal settings (goals: ≤ 1.5× the bound on the small CNN, Quantus ≥ 10× slower);
   3. `tests/test_cuda.py` — the library on a CUDA model with CPU data sets (MIA, masks, ROAR) and attributions against
      the CPU's;
   4. the smoke reproduction of every notebook with `--device cuda`.
@@ -52,6 +53,8 @@ def main(argv=None) -> int:
         steps.append(step("attribution", [py, str(HERE / "bench_attribution.py"), "--device", "cuda"], a.timeout))
     if "metrics" not in a.skip:
         steps.append(step("metrics", [py, str(HERE / "bench_metrics.py"), "--device", "cuda"], a.timeout))
+        steps.append(step("metrics resnet18", [py, str(HERE / "bench_metrics.py"), "--device", "cuda", "--workload", "resnet18"],
+                          a.timeout))
     if "tests" not in a.skip:
         steps.append(step("tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"], a.timeout))
     if "reproduce" not in a.skip:
