@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.attribkit-installed
 SCALE ?= smoke
-JOBS ?= 2
+JOBS ?= auto   # notebooks at once: one per core; on CUDA at most 4 per GPU (attribkit.reproduce.auto_jobs)
 # torch/torchvision pair that imports on this platform; install_requires keeps a range.
 TORCH_PIN := torch==2.14.1 torchvision==0.29.1
 

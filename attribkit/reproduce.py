@@ -16,7 +16,7 @@ from .report import (compare_records, fmt_counts, html_report, paper_claim_rows,
 # %% auto #0
 __all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
            'input_key', 'run_notebook', 'run_all', 'train_zoo_record', 'write_reports', 'parse_value', 'list_notebooks',
-           'copy_notebooks', 'parse_args', 'main', 'dry_run']
+           'copy_notebooks', 'auto_jobs', 'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -258,16 +258,17 @@ def _zoo_seconds(out: Path) -> dict:
     except (OSError, ValueError, KeyError, TypeError): return {}
 
 def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
-    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, and the seed-000 students distilled from the zoo's teacher (a line per student) in the same workers, queued behind the zoo; write `<out>/zoo.json`."
+    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, and the seed-000 students distilled from the zoo's teacher (a line per student) in the same workers, queued behind the zoo, on the run's device (`params['device']`; auto: CUDA where there is one); write `<out>/zoo.json`."
     from attribkit.papers import distillation, zoo
-    t, root = time.perf_counter(), params["data_root"]
+    from attribkit.core import resolve_device
+    t, root, dev = time.perf_counter(), params["data_root"], str(resolve_device(params.get("device", "cpu")))
     if progress: print(f"zoo: {sum(e.seeds for e in zoo.ZOO.values())} models ({len(zoo.ZOO)} stand-ins), {jobs} at a time", flush=True)
     with zoo.worker_pool(jobs) as pool:   # one pool: no core idles between the zoo's last models and the first students
-        runs = zoo.submit_zoo(pool, data_root=root, seconds=_zoo_seconds(out))
+        runs = zoo.submit_zoo(pool, data_root=root, seconds=_zoo_seconds(out), device=dev)
         if (distillation.ZOO_TEACHER, 0) in runs: runs[distillation.ZOO_TEACHER, 0].result()   # the students need their teacher
         students = distillation.submit_students(pool, root)
         rows = zoo.zoo_rows([f.result() for f in runs.values()])
-        record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=root, device="cpu")}
+        record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=root, device=dev)}
         if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the seed-000 students go on", flush=True)
         record["students"] = distillation.student_rows([f.result() for f in students])
     atomic_write(out / "zoo.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
@@ -409,6 +410,20 @@ def copy_notebooks(dest, nbs_dir=None) -> list[Path]:
         shutil.copy2(nb, dest / nb.name); new.append(dest / nb.name)
     return new
 
+def auto_jobs(device: str = "auto") -> int:
+    "Notebooks run at once for `--jobs auto`: one per CPU core; on CUDA at most 4 per GPU (each kernel holds its own CUDA context and one small stand-in does not fill a GPU), no more than the cores."
+    from attribkit.core import resolve_device
+    cores = os.cpu_count() or 1
+    if resolve_device(device).type != "cuda": return cores
+    import torch
+    return max(1, min(cores, 4 * torch.cuda.device_count()))
+
+def _jobs_arg(v: str):
+    "`--jobs`: 'auto' or an integer >= 1."
+    if v == "auto": return v
+    if not v.isdigit() or int(v) < 1: raise argparse.ArgumentTypeError(f"must be 'auto' or an integer >= 1, got {v!r}")
+    return int(v)
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     "The command-line options of `attribkit-reproduce`."
     p = argparse.ArgumentParser(prog="attribkit-reproduce", description="Run the paper notebooks with papermill and summarise measured vs paper.")
@@ -418,7 +433,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    "an empty or new folder to write the fake data into and keep (default: a temporary folder, removed)")
     p.add_argument("--device", default="auto", help="torch device passed to the notebooks (default: auto)")
     p.add_argument("--seed", type=int, default=0, help="seed passed to the notebooks")
-    p.add_argument("--jobs", type=int, default=1, help="notebooks run at once, each in its own process (default 1)")
+    p.add_argument("--jobs", type=_jobs_arg, default="auto", help="notebooks run at once, each in its own process (default auto: "
+                   "one per CPU core; with CUDA at most 4 per GPU, no more than the cores; see auto_jobs)")
     p.add_argument("--nproc", type=int, default=1, help="processes for each notebook's distributed heavy steps "
                    "(attribkit.distributed.launch; default 1). Several machines: torchrun --nnodes M --nproc_per_node N -m attribkit.reproduce")
     p.add_argument("--out", default=None, help="results folder (default: results/ at the repository root; "
@@ -445,7 +461,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     a.scale = a.scale or ("paper" if a.dry_run else "smoke")
     if a.out is None and not a.dry_run: a.out = "results"
     if a.cell_timeout is None and a.dry_run: a.cell_timeout = DRY_RUN_CELL_TIMEOUT
-    if a.jobs < 1: p.error("--jobs must be >= 1")
+    if a.jobs == "auto": a.jobs = auto_jobs(a.device)
     if a.nproc < 1: p.error("--nproc must be >= 1")
     return a
 

@@ -286,7 +286,7 @@ def test_killed_run_resumes_and_leaves_no_result_of_the_killed_notebook(tmp_path
     (nbs / "c.ipynb").write_text(_repro_nb([save.format("c")]))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
         [str(Path(attribkit.__file__).resolve().parent.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    cmd = [sys.executable, "-m", "attribkit.reproduce", "--nbs-dir", str(nbs), "--out", str(out), "--device", "cpu"]
+    cmd = [sys.executable, "-m", "attribkit.reproduce", "--nbs-dir", str(nbs), "--out", str(out), "--device", "cpu", "--jobs", "1"]
     assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
     hold.touch(); (tmp_path / "b.saved").unlink()
     p = subprocess.Popen(cmd + ["--force"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -343,3 +343,14 @@ def test_last_wall_times_order_the_notebooks_longest_first(tmp_path):
     last = reproduce._last_wall_times(tmp_path, ["short", "long", "broken", "new"])
     assert last == {"short": 2.0, "long": 90.0}
     assert sorted(["short", "long", "new"], key=lambda n: -last.get(n, float("inf"))) == ["new", "long", "short"]
+
+
+def test_jobs_auto_is_one_per_core_on_a_cpu_and_integers_are_checked():
+    "`--jobs auto` (the default) runs one notebook per CPU core without CUDA; an integer is kept; anything else is an error naming the option."
+    import os, torch
+    from attribkit.reproduce import auto_jobs, parse_args
+    assert auto_jobs("cpu") == (os.cpu_count() or 1)
+    if not torch.cuda.is_available(): assert parse_args([]).jobs == auto_jobs("cpu")
+    assert parse_args(["--jobs", "3"]).jobs == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(SystemExit): parse_args(["--jobs", bad])

@@ -47,9 +47,9 @@ def test_zoo_table_marks_a_stand_in_under_its_floor():
 
 
 def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
-    seen = []
-    def submit_zoo(pool, data_root=None, seconds=None):
-        seen.append(seconds)
+    seen, devices = [], []
+    def submit_zoo(pool, data_root=None, seconds=None, device="cpu"):
+        seen.append(seconds); devices.append(device)
         return {("LeNet-300-100", s): pool.submit(dict, name="LeNet-300-100", seed=s, value=v, train_seconds=10.0, cached=True)
                 for s, v in enumerate([0.89, 0.9])}
     monkeypatch.setattr(zoo, "submit_zoo", submit_zoo)
@@ -59,6 +59,7 @@ def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
     on_disk = json.loads((tmp_path / "zoo.json").read_text())
     assert on_disk == rec and on_disk["stand_ins"][0]["value"] == 0.895 and on_disk["localisation_set"] == CONTROLS
     assert seen == [{}]                                        # no earlier record here: no training times to order by
+    assert devices == ["cpu"]                                  # device auto on a machine without CUDA
     reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
     assert seen[-1] == {"LeNet-300-100": 10.0}                  # the next run orders by the last record's zoo.json
     md = summary_markdown([], dict(scale="cpu", device="cpu"), zoo=on_disk)
@@ -82,7 +83,7 @@ def test_zoo_tasks_start_the_longest_first():
     order = [t[0] for t in zoo.zoo_tasks(names, seconds={"LeNet-300-100": 11.6, "ResNet-8/2": 210.2})]
     assert list(dict.fromkeys(order)) == ["Canvas VGG-16-BN/16", "ResNet-8/2", "LeNet-300-100"]
     assert len(order) == sum(zoo.ZOO[n].seeds for n in names)
-    assert [t[0] for t in zoo.zoo_tasks(names)][:1] == ["LeNet-300-100"] and zoo.zoo_tasks(names)[0][1:] == (0, None, 5)
+    assert [t[0] for t in zoo.zoo_tasks(names)][:1] == ["LeNet-300-100"] and zoo.zoo_tasks(names)[0][1:] == (0, None, 5, "cpu")
     rows = zoo.zoo_rows([dict(name=n, seed=0, value=0.9, train_seconds=1.0, cached=True) for n in reversed(names)])
     assert [r["model"] for r in rows] == [n for n in zoo.ZOO if n in names]
 

@@ -279,8 +279,8 @@ def localisation_controls(name: str = "Mosaic VGG-6-BN/2", seed: int = 0, data_r
 
 # %% ../../nbs/papers/00b_zoo.ipynb #26bf442f
 def _train_one(task: tuple) -> dict:
-    "Worker: train (or read) one (stand-in, seed) on one CPU thread, printing a line per epoch (loss and accuracy on the epoch's training batches) and one with the test metric."
-    name, seed, data_root, n_seeds = task
+    "Worker: train (or read) one (stand-in, seed) on `device` with one CPU thread, printing a line per epoch (loss and accuracy on the epoch's training batches) and one with the test metric."
+    name, seed, data_root, n_seeds, device = task
     torch.set_num_threads(1)
     e = ZOO[name]
 
@@ -291,7 +291,7 @@ def _train_one(task: tuple) -> dict:
             flush=True,
         )
 
-    t = get(name, seed, data_root, device="cpu", on_epoch=line)
+    t = get(name, seed, data_root, device=device, on_epoch=line)
     took = "cached" if t.cached else f"{t.train_seconds:.0f} s"
     print(f"zoo: {name} seed {seed + 1}/{n_seeds}: {t.metric} {t.value:.4f} (floor {t.floor:.2f}; {took})", flush=True)
     return dict(name=name, seed=seed, value=t.value, train_seconds=t.train_seconds, cached=t.cached)
@@ -322,22 +322,22 @@ def worker_pool(jobs: int = 1):
         yield ex
 
 
-def zoo_tasks(names=None, data_root=None, seconds: dict | None = None) -> list[tuple]:
-    "One `_train_one` task per (stand-in, seed) of `names` (default: all); with `seconds` ({stand-in: training seconds per seed}, e.g. the last record's) the longest first and the stand-ins it does not name before them, so that the last to start are the short ones."
+def zoo_tasks(names=None, data_root=None, seconds: dict | None = None, device="cpu") -> list[tuple]:
+    "One `_train_one` task per (stand-in, seed) of `names` (default: all); with `seconds` ({stand-in: training seconds per seed}, e.g. the last record's) the longest first and the stand-ins it does not name before them, so that the last to start are the short ones; each trains on `device`."
     names = list(ZOO) if names is None else [n for n in names if _entry(n)]
     names = sorted(names, key=lambda n: -(seconds or {}).get(n, float("inf")))
-    return [(n, s, data_root, ZOO[n].seeds) for n in names for s in range(ZOO[n].seeds)]
+    return [(n, s, data_root, ZOO[n].seeds, str(device)) for n in names for s in range(ZOO[n].seeds)]
 
 
-def submit_zoo(pool, names=None, data_root=None, seconds: dict | None = None) -> dict:
+def submit_zoo(pool, names=None, data_root=None, seconds: dict | None = None, device="cpu") -> dict:
     "{(stand-in, seed): the future of its row}: the `zoo_tasks` submitted to `pool` (a `worker_pool`), which may go on to take other work."
-    return {t[:2]: pool.submit(_train_one, t) for t in zoo_tasks(names, data_root, seconds)}
+    return {t[:2]: pool.submit(_train_one, t) for t in zoo_tasks(names, data_root, seconds, device)}
 
 
-def train_zoo(names=None, data_root=None, jobs: int = 1, seconds: dict | None = None) -> list[dict]:
+def train_zoo(names=None, data_root=None, jobs: int = 1, seconds: dict | None = None, device="cpu") -> list[dict]:
     "Train (or read from the cache) every seed of stand-ins `names` (default: all), `jobs` worker processes at a time (the longest first where `seconds` says, see `zoo_tasks`); one row per (stand-in, seed)."
     with worker_pool(jobs) as pool:
-        return [f.result() for f in submit_zoo(pool, names, data_root, seconds).values()]
+        return [f.result() for f in submit_zoo(pool, names, data_root, seconds, device).values()]
 
 
 def zoo_rows(runs: list[dict]) -> list[dict]:
