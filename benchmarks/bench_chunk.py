@@ -20,6 +20,12 @@ per-shape constants (×2 steps, a 5 % margin). `--curve` prints the lower bound'
     python benchmarks/bench_chunk.py                 # 5 shapes × 5 processes, 16 images, 2 threads
     python benchmarks/bench_chunk.py --quick         # 4 images, one timed sweep run per candidate, no old(128) column
     python benchmarks/bench_chunk.py --curve         # LB time per chunk size (one process per shape)
+    python benchmarks/bench_chunk.py --large         # a user's large model: resnet18 and resnet50 at 224², 2 images
+
+`--large` times, in `--repeats` fresh processes per model (torchvision resnet18 and resnet50, random weights, 2 images
+3×224×224, IG with `--steps` steps): attribkit's first automatic call (the rule's first guess, tuner exploring), its
+settled call, Captum's default call (all rows in one batch) and Captum at its best chunk (a sweep); the goal is a first
+call no slower than Captum's default and a settled call no slower than Captum's best.
 """
 from __future__ import annotations
 import argparse, json, math, os, statistics, subprocess, sys, time
@@ -28,7 +34,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_attribution import cifar_cnn, lower_bound_fn, resnet18, timed  # noqa: E402
+from bench_attribution import cifar_cnn, lower_bound_fn, resnet18, resnet50, timed  # noqa: E402
 from bench_dga import small_cnn  # noqa: E402
 
 
@@ -108,6 +114,55 @@ def child(args):
                       "act_kib": activation_bytes(model, x) / 1024, **{f"{k}_s": v for k, v in med.items()}}))
 
 
+LARGE = {"resnet18": resnet18, "resnet50": resnet50}
+
+
+def large_child(args):
+    "One fresh process, a large model at 224²: attribkit's first and settled calls, Captum's default and best; one JSON line."
+    import captum.attr as ca
+    from attribkit.core import auto_batch_size, tuned_batch_size
+    from attribkit.attr.gradient import IntegratedGradients
+    torch.set_num_threads(args.threads)
+    cpu, n = torch.device("cpu"), 2
+    torch.manual_seed(0)
+    model = LARGE[args.child]().eval()
+    for p in model.parameters(): p.requires_grad_(False)
+    x = torch.randn(n, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+    t = model(x).argmax(1)
+    ours = lambda: IntegratedGradients(model, n_steps=args.steps).attribute(x, target=t)
+    capt = lambda ibs=None: (lambda: ca.IntegratedGradients(model).attribute(x, target=t, n_steps=args.steps, internal_batch_size=ibs))
+    first = timed(ours, cpu)
+    calls = 1
+    while tuned_batch_size(model, x) is None and calls < 6: ours(); calls += 1
+    sweep = {c: timed(capt(c), cpu) for c in (8, 16, 32, 64) if c < n * args.steps}
+    default = timed(capt(None), cpu)
+    best = min(sweep, key=sweep.get)
+    settled = min(timed(ours, cpu) for _ in range(2))
+    print(json.dumps({"name": args.child, "rows": n * args.steps, "rule_rows": auto_batch_size(model, x),
+                      "tuned_rows": tuned_batch_size(model, x), "calls": calls, "first_s": first, "settled_s": settled,
+                      "captum_default_s": default, "captum_best_rows": best, "captum_best_s": min(sweep[best], timed(capt(best), cpu))}))
+
+
+def large(args):
+    "The `--large` table: per model, medians over fresh processes."
+    print(f"IG({args.steps}) on 2 images 3x224x224, CPU, threads={args.threads}, torch={torch.__version__}, "
+          f"load average at start {os.getloadavg()[0]:.2f}")
+    print(f"{'model':<10}{'rows':>6}{'rule':>6}{'tuned':>7}{'first s':>9}{'settled s':>11}{'Captum default s':>18}"
+          f"{'Captum best s (rows)':>22}{'first / default':>17}{'settled / best':>16}")
+    for name in [m for m in LARGE if not args.only or m in args.only]:
+        rs = []
+        for _ in range(args.repeats):
+            cmd = [sys.executable, __file__, "--child", name, "--large", "--threads", str(args.threads), "--steps", str(args.steps)]
+            rs.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]))
+            print(f"  process: {json.dumps(rs[-1])}", file=sys.stderr, flush=True)
+        med = lambda k: statistics.median(r[k] for r in rs)
+        print(f"{name:<10}{rs[0]['rows']:>6}{rs[0]['rule_rows']:>6}{str(rs[0]['tuned_rows']):>7}{med('first_s'):>9.2f}"
+              f"{med('settled_s'):>11.2f}{med('captum_default_s'):>18.2f}{med('captum_best_s'):>15.2f} ({rs[0]['captum_best_rows']})"
+              f"{statistics.median(r['first_s'] / r['captum_default_s'] for r in rs):>16.2f}"
+              f"{statistics.median(r['settled_s'] / r['captum_best_s'] for r in rs):>16.2f}", flush=True)
+    print(f"load average at end {os.getloadavg()[0]:.2f}; {args.repeats} fresh processes per model; ratios < 1: attribkit faster.")
+
+
 def spawn(name, order, args, curve=False):
     cmd = [sys.executable, __file__, "--child", name, "--order", str(order), "--threads", str(args.threads),
            "--batch", str(args.batch), "--steps", str(args.steps), "--rounds", str(args.rounds),
@@ -133,11 +188,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="4 images (200 rows), one timed sweep run per chunk candidate, no old-rule column")
     ap.add_argument("--curve", action="store_true", help="print the lower bound's time per chunk size and exit")
+    ap.add_argument("--large", action="store_true", help="a user's large model: resnet18 and resnet50 at 224² (see above)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--order", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick: args.batch, args.steps = min(args.batch, 4), min(args.steps, 50)
-    if args.child: return child(args)
+    if args.child: return large_child(args) if args.large else child(args)
+    if args.large: return large(args)
     if args.repeats < 5: ap.error("--repeats must be >= 5 (min–max over at least five fresh processes)")
     names = [n for n in SHAPES if not args.only or n in args.only]
     print(f"IG({args.steps}) on {args.batch} images, CPU, threads={args.threads}, torch={torch.__version__}, "
