@@ -75,8 +75,9 @@ class RISE(Attribution):
             out = check_output(batched_forward(self.model, x, ibs), N)
             t = resolve_target(target, N, out.shape[1], x.device) if target is not None else out.argmax(1)
             sal = torch.zeros(N, H, W, dtype=x.dtype, device=x.device)
+            grid, dy, dx = grid.to(x.device, x.dtype), dy.to(x.device), dx.to(x.device)   # one copy, not one per chunk
             for s in chunks(n_masks, max(1, ibs // N)):
-                masks = rise_upsample(grid[s].to(x.device, x.dtype), dy[s], dx[s], cell, (H, W))   # (m, H, W)
+                masks = rise_upsample(grid[s], dy[s], dx[s], cell, (H, W))                           # (m, H, W)
                 rows = (x[:, None] * masks[None, :, None]).reshape(-1, C, H, W)                    # (N·m, C, H, W)
                 out = batched_forward(self.model, rows, ibs)
                 if score == "softmax": out = out.softmax(1)
