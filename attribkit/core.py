@@ -194,18 +194,42 @@ def check_call(model: nn.Module, inputs: Tensor, target=None, ndim: int | None =
     return None if target is None else resolve_target(target, len(inputs), k, inputs.device)
 
 # %% ../nbs/00_core.ipynb #25615d16
-def find_layer(model: nn.Module, layer: nn.Module | str | None = None) -> nn.Module:
-    "The submodule `layer` of `model` (a module or a dotted name; None = the last nn.Conv2d); an unknown name lists the closest ones."
+_DEFAULT_LAYER: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+def _default_layer(model: nn.Module, inputs: Tensor) -> nn.Module:
+    "The outermost module producing the last inputs-shaped activation of a module with parameters (larger than 1×1 if any is)."
+    key, seen = (tuple(inputs.shape[1:]), inputs.dtype, inputs.device), _DEFAULT_LAYER.setdefault(model, {})
+    if key in seen: return seen[key]
+    outs = []  # (module, output) in the order the modules return: an enclosing module after the ones inside it
+    def hook(mod, args, out):
+        if isinstance(out, Tensor) and out.ndim == inputs.ndim >= 3 and out.shape[0] == 1: outs.append((mod, out))
+    with model_scope(model), torch.no_grad():
+        for m in model.modules():
+            if m is not model and next(m.parameters(), None) is not None: m.register_forward_hook(hook)
+        model(inputs[:1])
+    if not outs:
+        raise ValueError(f"`layer` is None but no submodule with parameters outputs a spatial activation (N, C, H, W) like the "
+                         f"inputs {tuple(inputs.shape)}; pass `layer=` (a module, a dotted name or a module class)")
+    seen[key] = ([o for o in outs if o[1][0, 0].numel() > 1] or outs)[-1][0]
+    return seen[key]
+
+def find_layer(model: nn.Module, layer: nn.Module | str | type | None = None, inputs: Tensor | None = None) -> nn.Module:
+    "The submodule `layer` of `model`: a module, a dotted name (an unknown one lists the closest), a module class (its last instance) or None (the default layer for rows like `inputs`)."
     import difflib
     if layer is None:
-        convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
-        if not convs: raise ValueError("`layer` is None but the model has no nn.Conv2d; pass a layer (module or dotted name)")
-        return convs[-1]
+        if inputs is None:
+            raise ValueError("`layer` is None: the default layer is found by running the model on `inputs`; pass them "
+                             "(`find_layer(model, None, inputs)`) or name a layer")
+        return _default_layer(model, inputs)
+    if isinstance(layer, type) and issubclass(layer, nn.Module):
+        found = [m for m in model.modules() if isinstance(m, layer)]
+        if not found: raise ValueError(f"`layer` {layer.__name__}: the model has no {layer.__name__}; pass a module or a dotted name")
+        return found[-1]
     if isinstance(layer, nn.Module):
         if not any(m is layer for m in model.modules()): raise ValueError("`layer` is not a submodule of `model`")
         return layer
     if not isinstance(layer, str):
-        raise TypeError(f"`layer` must be an nn.Module, a dotted name or None, got {type(layer).__name__}")
+        raise TypeError(f"`layer` must be an nn.Module, a dotted name, a module class or None, got {type(layer).__name__}")
     names = dict(model.named_modules())
     if layer not in names or layer == "":
         close = difflib.get_close_matches(str(layer), [n for n in names if n], n=5, cutoff=0.3)

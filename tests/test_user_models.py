@@ -179,3 +179,53 @@ def test_auto_batch_size_follows_activation_bytes():
     x, llc = torch.randn(2, 3, 32, 32), 32 * 2**20   # a fixed 32 MiB cache: the rule, not this machine's cache size
     assert auto_batch_size(wide, x, budget=llc) < 64 < auto_batch_size(mlp, x, budget=llc) <= 4096
     assert auto_batch_size(wide, x, budget=2**20) == max(1, 2**20 // ((3 + 128 + 128 + 128) * 32 * 32 * 4 + 40))
+
+
+# ---------- Grad-CAM's default layer on a user's torchvision model ----------
+
+TORCHVISION = {  # architecture: (the layer pytorch-grad-cam recommends, the module attribkit's default must be)
+    "resnet18": (lambda m: m.layer4[-1], "layer4"),
+    "resnet50": (lambda m: m.layer4[-1], "layer4"),
+    "vgg16": (lambda m: m.features[-1], "features"),
+    "densenet121": (lambda m: m.features[-1], "features"),
+    "mobilenet_v3_small": (lambda m: m.features[-1], "features"),
+    "efficientnet_b0": (lambda m: m.features[-1], "features"),
+}
+
+
+@pytest.mark.parametrize("arch", TORCHVISION)
+def test_gradcam_default_layer_is_the_last_feature_block_as_captum_users_pick(arch):
+    "Random weights (no download), two 64² images: the default is the recommended layer, and the maps equal Captum's there."
+    import torchvision
+    from captum.attr import LayerAttribution, LayerGradCam
+    from attribkit.attr import GradCAM
+    from attribkit.core import find_layer
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, arch)(weights=None).eval()
+    x, t = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1)), torch.tensor([3, 7])
+    recommended, name = TORCHVISION[arch]
+    snap = snapshot(m)
+    assert find_layer(m, None, x) is dict(m.named_modules())[name]
+    cap = LayerGradCam(m, recommended(m))
+    raw = cap.attribute(x, t, relu_attributions=False).detach()         # (N, 1, h, w) at the layer's resolution
+    assert raw.abs().amax() > 0
+    torch.testing.assert_close(GradCAM(m, relu=False, upsample=False)(x, t), raw, rtol=1e-4, atol=1e-6 * float(raw.abs().amax()))
+    ref = LayerAttribution.interpolate(cap.attribute(x, t, relu_attributions=True), (64, 64), "bilinear").detach()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a random model's positive part may be empty: tested below
+        ours = GradCAM(m, channels="one")(x, t)
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-6 * float(ref.abs().amax()) + 1e-12)
+    assert_untouched(m, snap)
+
+
+def test_gradcam_zero_map_at_default_layer_warns_naming_it():
+    from attribkit.attr import GradCAM
+    m, x, t = model_and_data()
+    m.eval()
+    with torch.no_grad(): m.bn.weight.zero_(); m.bn.bias.fill_(-1.0)   # the ReLU after `bn` is off everywhere
+    with pytest.warns(UserWarning, match=r"zero everywhere for 4 of 4 inputs at the default layer 'bn'.*pass `layer=`"):
+        out = GradCAM(m)(x, t)
+    assert (out == 0).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GradCAM(m, "bn")(x, t)   # a layer the caller names: no warning
