@@ -6,18 +6,19 @@
 from __future__ import annotations
 import contextlib, inspect, itertools, math, os, random, sys, threading, time, uuid, warnings, weakref
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output', 'resolve_target',
-           'predict_target', 'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad',
-           'activation_bytes', 'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad', 'batched_forward',
-           'tuned_chunks', 'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax', 'batch_quantile',
-           'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution', 'check_no_forward_args',
-           'register', 'available_methods', 'get_method', 'as_local', 'attribute', 'RandomAttribution']
+__all__ = ['PROGRESS_DELAY', 'check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output',
+           'resolve_target', 'predict_target', 'model_scope', 'warn_once_per_call', 'check_call', 'find_layer',
+           'target_grad', 'activation_bytes', 'cache_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad',
+           'batched_forward', 'tuned_chunks', 'tuned_batch_size', 'progress_bar', 'as_loader', 'minmax',
+           'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save',
+           'Attribution', 'check_no_forward_args', 'register', 'available_methods', 'get_method', 'as_local',
+           'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -348,6 +349,35 @@ def tuned_batch_size(model: nn.Module, sample: Tensor, grad: bool = True) -> int
     "The chunk size `tuned_chunks` settled on for `model` and rows shaped like `sample` (None while it is still exploring)."
     st = _TUNED.get(model, {}).get(_tune_key(sample, grad))
     return st["size"] if st and st["done"] else None
+
+# %% ../nbs/00_core.ipynb #6a2e9d31
+PROGRESS_DELAY = 2.0   # seconds a call runs before progress="auto" shows its bar
+
+def _interactive() -> bool:
+    "Whether a person may be watching: a Jupyter kernel or a terminal on stderr, and neither CI nor a test run."
+    env = os.environ
+    if env.get("CI", "").lower() not in ("", "0", "false") or "PYTEST_CURRENT_TEST" in env or env.get("IN_TEST"): return False
+    ip = sys.modules.get("IPython")
+    if ip is not None and getattr(ip.get_ipython(), "kernel", None) is not None: return True
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+def progress_bar(items: Iterable, total: int, progress: bool | str = "auto", desc: str | None = None,
+                 unit: str = "it") -> Iterator:
+    "`items` behind a tqdm bar counting to `total` (a slice advances it by its length): shown if `progress` is True, or 'auto' in an interactive session after PROGRESS_DELAY s; rank 0 only."
+    if not (isinstance(progress, bool) or progress == "auto"):
+        raise ValueError(f"`progress` must be True, False or 'auto', got {progress!r}")
+    dist = torch.distributed
+    rank0 = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+    show = rank0 and (progress is True or (progress == "auto" and _interactive()))
+    return _bar(items, total, desc, unit, 0.0 if progress is True else PROGRESS_DELAY) if show else iter(items)
+
+def _bar(items: Iterable, total: int, desc: str | None, unit: str, delay: float) -> Iterator:
+    from tqdm.auto import tqdm
+    with tqdm(total=total, desc=desc, unit=unit, leave=False, delay=delay) as bar:
+        for it in items:
+            yield it
+            bar.update(it.stop - it.start if isinstance(it, slice) else 1)
+
 
 # %% ../nbs/00_core.ipynb #a677012d
 def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:

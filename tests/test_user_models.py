@@ -229,3 +229,52 @@ def test_gradcam_zero_map_at_default_layer_warns_naming_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         GradCAM(m, "bn")(x, t)   # a layer the caller names: no warning
+
+
+# ---------- progress on long calls: silent in tests unless asked for ----------
+
+def long_calls(m, x, t):
+    "{the bar's label: a call of a chunked attribution or metric taking `progress=`} on a user's model."
+    from attribkit.attr import IntegratedGradients, RISE, SmoothGrad
+    from attribkit.metrics import evaluate_pixel_flipping, insertion_deletion, pixel_flipping
+    a = None if x is None else x.abs()
+    return {"IG": lambda **kw: IntegratedGradients(m).attribute(x, target=t, n_steps=4, **kw),
+            "SmoothGrad": lambda **kw: SmoothGrad(m, n_samples=3).attribute(x, t, seed=0, **kw),
+            "RISE": lambda **kw: RISE(m).attribute(x, t, n_masks=8, **kw),
+            "pixel flipping (MoRF)": lambda **kw: pixel_flipping(m, x, a, t, steps=4, **kw).curves,
+            "insertion": lambda **kw: insertion_deletion(m, x, a, t, mode="insertion", steps=4, **kw).curves,
+            "pixel flipping": lambda **kw: evaluate_pixel_flipping(m, (x, t), "gxi", batch_size=2, steps=4, **kw).curves}
+
+
+@pytest.mark.parametrize("label", list(long_calls(None, None, None)))
+def test_long_calls_are_silent_by_default_in_tests_and_show_a_bar_with_progress_true(label, capfd, monkeypatch):
+    import attribkit.core as core
+    m, x, t = model_and_data(); m.eval()
+    call = long_calls(m, x, t)[label]
+    ref = call()
+    assert capfd.readouterr().err == ""                              # 'auto' under pytest: nothing on stderr
+    torch.testing.assert_close(call(progress=True), ref)
+    assert f"{label}:" in capfd.readouterr().err                    # the bar, named after the call
+    monkeypatch.setattr(core, "_interactive", lambda: True)          # a person watching: 'auto' waits PROGRESS_DELAY s
+    call()
+    assert capfd.readouterr().err == ""                              # a call shorter than that shows nothing
+    monkeypatch.setattr(core, "PROGRESS_DELAY", 0.0)
+    call()
+    assert f"{label}:" in capfd.readouterr().err
+    with pytest.raises(ValueError, match="`progress` must be True, False or 'auto'"):
+        call(progress="yes")
+
+
+def test_interactive_means_a_terminal_or_a_kernel_outside_ci_and_tests(monkeypatch):
+    import sys
+    from attribkit.core import _interactive
+    class Tty:
+        def isatty(self): return True
+        def write(self, s): return len(s)
+        def flush(self): pass
+    for k in ("PYTEST_CURRENT_TEST", "IN_TEST", "CI"): monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(sys, "stderr", Tty())
+    assert _interactive()
+    monkeypatch.setenv("CI", "true"); assert not _interactive()
+    monkeypatch.setenv("CI", "false"); assert _interactive()
+    monkeypatch.setenv("IN_TEST", "1"); assert not _interactive()      # nbdev_test

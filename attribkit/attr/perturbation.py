@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from ..core import (Attribution, register, model_scope, check_inputs, check_model, check_output, check_call,
-                            check_positive_int, resolve_target, auto_batch_size, batched_forward, chunks)
+                            check_positive_int, resolve_target, auto_batch_size, batched_forward, chunks, progress_bar)
 
 # %% auto #0
 __all__ = ['rise_grids', 'rise_upsample', 'rise_masks', 'RISE']
@@ -60,6 +60,7 @@ class RISE(Attribution):
                   channels: str = "repeat",  # 'repeat' the map over input channels, or keep 'one'
                   seed: int = 0,  # seed of the masks when no generator is given
                   generator: torch.Generator | None = None,  # CPU generator for the masks (overrides `seed`)
+                  progress: bool | str = "auto",  # a bar over the masks (core.progress_bar; 'auto' only interactively)
                   ) -> Tensor:
         "RISE saliency with the shape of `inputs` ((N,1,H,W) with channels='one')."
         check_call(self.model, inputs, target, ndim=4)
@@ -75,7 +76,7 @@ class RISE(Attribution):
             out = check_output(batched_forward(self.model, x, ibs), N)
             t = resolve_target(target, N, out.shape[1], x.device) if target is not None else out.argmax(1)
             sal = torch.zeros(N, H, W, dtype=x.dtype, device=x.device)
-            for s in chunks(n_masks, max(1, ibs // N)):
+            for s in progress_bar(chunks(n_masks, max(1, ibs // N)), n_masks, progress, "RISE", "masks"):
                 masks = rise_upsample(grid[s].to(x.device, x.dtype), dy[s], dx[s], cell, (H, W))   # (m, H, W)
                 rows = (x[:, None] * masks[None, :, None]).reshape(-1, C, H, W)                    # (N·m, C, H, W)
                 out = batched_forward(self.model, rows, ibs)

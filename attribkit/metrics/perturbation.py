@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from ..core import (check_inputs, check_positive_int, check_model, check_output, resolve_target,
-                            predict_target, model_scope, batched_forward, chunks, auto_batch_size, as_local, as_loader)
+                            predict_target, model_scope, batched_forward, chunks, auto_batch_size, as_local, as_loader,
+                            progress_bar)
 from ..distributed import sharded_map
 from .base import _Readable, _check_attributions, _check_choice, _generator, register_metric
 
@@ -100,7 +101,8 @@ def _prepare(model, inputs, attributions, target):
             t = resolve_target(target, len(inputs), k, inputs.device)
     return a, t
 
-def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, internal_batch_size) -> dict[str, Curves]:
+def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, internal_batch_size, progress,
+            desc) -> dict[str, Curves]:
     "Curves of each score in `scores` ('prob' = softmax probability, 'logit') from one pass over the perturbed rows."
     p = ranks.shape[1]
     counts = _step_counts(p, steps, inputs.device)
@@ -109,7 +111,7 @@ def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, int
     per = max(1, ibs // (steps + 1))
     out = {k: [] for k in scores}
     with model_scope(model), torch.no_grad():
-        for s in chunks(len(inputs), per):
+        for s in progress_bar(chunks(len(inputs), per), len(inputs), progress, desc, "images"):
             x = inputs[s]
             rows = _rows(x, ranks[s], counts, fill_values(x, fill) if not isinstance(fill, Tensor) else fill[s], unit, insert)
             logits = batched_forward(model, rows.flatten(0, 1), ibs)
@@ -125,16 +127,16 @@ def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, int
 def pixel_flipping(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, order: str = "morf",
                    steps: int = 20, fill: str | Tensor | float = "zero", unit: str = "pixel", softmax: bool = True,
                    internal_batch_size: int | None = None, generator: torch.Generator | None = None,
-                   seed: int = 0) -> Curves:
+                   seed: int = 0, progress: bool | str = "auto") -> Curves:
     "Target score while removing pixels in attribution order; MoRF AUC: lower is better, LeRF AUC: higher is better."
     score = "prob" if softmax else "logit"
     return flip_curves(model, inputs, attributions, target, order, steps, fill, unit, (score,), internal_batch_size,
-                       generator, seed)[score]
+                       generator, seed, progress)[score]
 
 def flip_curves(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, order: str = "morf",
                 steps: int = 20, fill: str | Tensor | float = "zero", unit: str = "pixel",
                 scores: tuple[str, ...] = ("prob", "logit"), internal_batch_size: int | None = None,
-                generator: torch.Generator | None = None, seed: int = 0) -> dict[str, Curves]:
+                generator: torch.Generator | None = None, seed: int = 0, progress: bool | str = "auto") -> dict[str, Curves]:
     "`pixel_flipping` curves of several scores ('prob', 'logit') at once, from one pass over the perturbed rows."
     if not scores: raise ValueError("`scores` must name at least one of 'prob', 'logit'")
     for k in scores: _check_choice(k, "scores", ("prob", "logit"))
@@ -143,7 +145,8 @@ def flip_curves(model: nn.Module, inputs: Tensor, attributions: Tensor, target=N
     if isinstance(fill, Tensor) or isinstance(fill, (int, float)): fill = fill_values(inputs, fill)
     else: _check_choice(fill, "fill", ("zero", "mean", "blur"))
     ranks = removal_ranks(relevance(a, unit), descending=order == "morf", generator=_generator(generator, seed))
-    return _curves(model, inputs, ranks, t, steps, fill, unit, False, scores, internal_batch_size)
+    return _curves(model, inputs, ranks, t, steps, fill, unit, False, scores, internal_batch_size, progress,
+                   f"pixel flipping ({'MoRF' if order == 'morf' else 'LeRF'})")
 
 register_metric("pixel_flipping_morf", pixel_flipping, False, "perturbation", "Curves.mean_auc", order="morf")
 register_metric("pixel_flipping_lerf", pixel_flipping, True, "perturbation", "Curves.mean_auc", order="lerf")
@@ -152,7 +155,7 @@ register_metric("pixel_flipping_lerf", pixel_flipping, True, "perturbation", "Cu
 def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, mode: str = "deletion",
                        steps: int = 20, baseline: str | Tensor | float | None = None, unit: str = "pixel",
                        softmax: bool = True, internal_batch_size: int | None = None,
-                       generator: torch.Generator | None = None, seed: int = 0) -> Curves:
+                       generator: torch.Generator | None = None, seed: int = 0, progress: bool | str = "auto") -> Curves:
     "RISE deletion (AUC lower is better; zero baseline) or insertion (AUC higher is better; blurred baseline) curves."
     _check_choice(mode, "mode", ("deletion", "insertion"))
     a, t = _prepare(model, inputs, attributions, target)
@@ -162,14 +165,15 @@ def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, t
     else: baseline = fill_values(inputs, baseline)
     ranks = removal_ranks(relevance(a, unit), descending=True, generator=_generator(generator, seed))
     score = "prob" if softmax else "logit"
-    return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", (score,), internal_batch_size)[score]
+    return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", (score,), internal_batch_size,
+                   progress, mode)[score]
 
 register_metric("deletion", insertion_deletion, False, "perturbation", "Curves.mean_auc", mode="deletion")
 register_metric("insertion", insertion_deletion, True, "perturbation", "Curves.mean_auc", mode="insertion")
 
 # %% ../../nbs/04a_metrics_perturbation.ipynb #1299cbfd
 def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, target: str = "label",
-                            batch_size: int = 64, method_kwargs: dict | None = None, progress: bool = True,
+                            batch_size: int = 64, method_kwargs: dict | None = None, progress: bool | str = "auto",
                             generator: torch.Generator | None = None, seed: int = 0, **kwargs) -> Curves:
     "`pixel_flipping` over a data set with attributions from `method`; same directions as `pixel_flipping`."
     _check_choice(target, "target", ("label", "predicted"))
@@ -179,6 +183,7 @@ def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, targ
     def one(batch, b: int) -> Curves:
         xb, yb = batch[0].to(dev), batch[1]
         with model_scope(model): t = yb.to(dev) if target == "label" else predict_target(model, xb)
-        return pixel_flipping(model, xb, local(model, xb, t), t, generator=torch.Generator().manual_seed(base + b), **kwargs)
+        return pixel_flipping(model, xb, local(model, xb, t), t, generator=torch.Generator().manual_seed(base + b),
+                              progress=False, **kwargs)
     res = sharded_map(one, as_loader(data, batch_size), progress=progress, desc="pixel flipping")
     return Curves(torch.cat([r.curves for r in res]).to(dev), torch.cat([r.auc for r in res]).to(dev), res[0].fractions.to(dev))
