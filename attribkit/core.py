@@ -6,19 +6,19 @@
 from __future__ import annotations
 import contextlib, inspect, itertools, math, os, random, sys, threading, time, uuid, warnings, weakref
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['MIN_CPU_ROWS', 'check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output', 'resolve_target',
-           'predict_target', 'model_scope', 'warn_once_per_call', 'check_call', 'find_layer', 'target_grad',
-           'activation_bytes', 'cache_bytes', 'free_memory_bytes', 'auto_batch_size', 'chunks', 'batched_target_grad',
-           'batched_forward', 'tuned_chunks', 'tuned_batch_size', 'as_loader', 'minmax', 'per_channel_minmax',
-           'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write', 'atomic_save', 'Attribution',
-           'check_no_forward_args', 'register', 'available_methods', 'get_method', 'as_local', 'attribute',
-           'RandomAttribution']
+__all__ = ['MIN_CPU_ROWS', 'PROGRESS_DELAY', 'check_inputs', 'check_positive_int', 'check_model', 'model_device', 'check_output',
+           'resolve_target', 'predict_target', 'model_scope', 'warn_once_per_call', 'check_call', 'find_layer',
+           'target_grad', 'activation_bytes', 'cache_bytes', 'free_memory_bytes', 'auto_batch_size', 'chunks',
+           'batched_target_grad', 'batched_forward', 'tuned_chunks', 'tuned_batch_size', 'progress_bar', 'as_loader',
+           'minmax', 'per_channel_minmax', 'batch_quantile', 'seed_everything', 'resolve_device', 'atomic_write',
+           'atomic_save', 'Attribution', 'check_no_forward_args', 'register', 'available_methods', 'get_method',
+           'as_local', 'attribute', 'RandomAttribution']
 
 # %% ../nbs/00_core.ipynb #d5d6e48f
 def _no_batch_hint(inputs: Tensor) -> str:
@@ -195,18 +195,42 @@ def check_call(model: nn.Module, inputs: Tensor, target=None, ndim: int | None =
     return None if target is None else resolve_target(target, len(inputs), k, inputs.device)
 
 # %% ../nbs/00_core.ipynb #25615d16
-def find_layer(model: nn.Module, layer: nn.Module | str | None = None) -> nn.Module:
-    "The submodule `layer` of `model` (a module or a dotted name; None = the last nn.Conv2d); an unknown name lists the closest ones."
+_DEFAULT_LAYER: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+def _default_layer(model: nn.Module, inputs: Tensor) -> nn.Module:
+    "The outermost module producing the last inputs-shaped activation of a module with parameters (larger than 1×1 if any is)."
+    key, seen = (tuple(inputs.shape[1:]), inputs.dtype, inputs.device), _DEFAULT_LAYER.setdefault(model, {})
+    if key in seen: return seen[key]
+    outs = []  # (module, output) in the order the modules return: an enclosing module after the ones inside it
+    def hook(mod, args, out):
+        if isinstance(out, Tensor) and out.ndim == inputs.ndim >= 3 and out.shape[0] == 1: outs.append((mod, out))
+    with model_scope(model), torch.no_grad():
+        for m in model.modules():
+            if m is not model and next(m.parameters(), None) is not None: m.register_forward_hook(hook)
+        model(inputs[:1])
+    if not outs:
+        raise ValueError(f"`layer` is None but no submodule with parameters outputs a spatial activation (N, C, H, W) like the "
+                         f"inputs {tuple(inputs.shape)}; pass `layer=` (a module, a dotted name or a module class)")
+    seen[key] = ([o for o in outs if o[1][0, 0].numel() > 1] or outs)[-1][0]
+    return seen[key]
+
+def find_layer(model: nn.Module, layer: nn.Module | str | type | None = None, inputs: Tensor | None = None) -> nn.Module:
+    "The submodule `layer` of `model`: a module, a dotted name (an unknown one lists the closest), a module class (its last instance) or None (the default layer for rows like `inputs`)."
     import difflib
     if layer is None:
-        convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
-        if not convs: raise ValueError("`layer` is None but the model has no nn.Conv2d; pass a layer (module or dotted name)")
-        return convs[-1]
+        if inputs is None:
+            raise ValueError("`layer` is None: the default layer is found by running the model on `inputs`; pass them "
+                             "(`find_layer(model, None, inputs)`) or name a layer")
+        return _default_layer(model, inputs)
+    if isinstance(layer, type) and issubclass(layer, nn.Module):
+        found = [m for m in model.modules() if isinstance(m, layer)]
+        if not found: raise ValueError(f"`layer` {layer.__name__}: the model has no {layer.__name__}; pass a module or a dotted name")
+        return found[-1]
     if isinstance(layer, nn.Module):
         if not any(m is layer for m in model.modules()): raise ValueError("`layer` is not a submodule of `model`")
         return layer
     if not isinstance(layer, str):
-        raise TypeError(f"`layer` must be an nn.Module, a dotted name or None, got {type(layer).__name__}")
+        raise TypeError(f"`layer` must be an nn.Module, a dotted name, a module class or None, got {type(layer).__name__}")
     names = dict(model.named_modules())
     if layer not in names or layer == "":
         close = difflib.get_close_matches(str(layer), [n for n in names if n], n=5, cutoff=0.3)
@@ -340,6 +364,35 @@ def tuned_batch_size(model: nn.Module, sample: Tensor, grad: bool = True) -> int
     "The chunk size `tuned_chunks` settled on for `model` and rows shaped like `sample` (None while it is still exploring)."
     st = _TUNED.get(model, {}).get(_tune_key(sample, grad))
     return st["size"] if st and st["done"] else None
+
+# %% ../nbs/00_core.ipynb #6a2e9d31
+PROGRESS_DELAY = 2.0   # seconds a call runs before progress="auto" shows its bar
+
+def _interactive() -> bool:
+    "Whether a person may be watching: a Jupyter kernel or a terminal on stderr, and neither CI nor a test run."
+    env = os.environ
+    if env.get("CI", "").lower() not in ("", "0", "false") or "PYTEST_CURRENT_TEST" in env or env.get("IN_TEST"): return False
+    ip = sys.modules.get("IPython")
+    if ip is not None and getattr(ip.get_ipython(), "kernel", None) is not None: return True
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+def progress_bar(items: Iterable, total: int, progress: bool | str = "auto", desc: str | None = None,
+                 unit: str = "it") -> Iterator:
+    "`items` behind a tqdm bar counting to `total` (a slice advances it by its length): shown if `progress` is True, or 'auto' in an interactive session after PROGRESS_DELAY s; rank 0 only."
+    if not (isinstance(progress, bool) or progress == "auto"):
+        raise ValueError(f"`progress` must be True, False or 'auto', got {progress!r}")
+    dist = torch.distributed
+    rank0 = not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+    show = rank0 and (progress is True or (progress == "auto" and _interactive()))
+    return _bar(items, total, desc, unit, 0.0 if progress is True else PROGRESS_DELAY) if show else iter(items)
+
+def _bar(items: Iterable, total: int, desc: str | None, unit: str, delay: float) -> Iterator:
+    from tqdm.auto import tqdm
+    with tqdm(total=total, desc=desc, unit=unit, leave=False, delay=delay) as bar:
+        for it in items:
+            yield it
+            bar.update(it.stop - it.start if isinstance(it, slice) else 1)
+
 
 # %% ../nbs/00_core.ipynb #a677012d
 def as_loader(data, batch_size: int = 128) -> torch.utils.data.DataLoader:

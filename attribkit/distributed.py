@@ -12,8 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler, TensorDataset
-from tqdm.auto import tqdm
-from .core import atomic_save, check_positive_int, model_device
+from .core import atomic_save, check_positive_int, model_device, progress_bar
 
 # %% auto #0
 __all__ = ['is_distributed', 'rank', 'world_size', 'local_rank', 'is_main', 'barrier', 'default_backend', 'device', 'init',
@@ -155,13 +154,13 @@ def num_batches(n: int, batch_size: int) -> int:
     "Number of batches of `batch_size` items that cover `n` items."
     return -(-n // batch_size)
 
-def sharded_map(fn: Callable[[Any, int], Any], data, batch_size: int | None = None, progress: bool = False,
+def sharded_map(fn: Callable[[Any, int], Any], data, batch_size: int | None = None, progress: bool | str = False,
                 desc: str | None = None, stats: dict | None = None) -> list:
     "`fn(batch, b)` over this rank's share of the batches of `data`, gathered in batch order on every rank."
     n, bs, get = _source(data, batch_size)
     sh = shard(num_batches(n, bs))
     t0, out = time.perf_counter(), []
-    for b in tqdm(sh.indices, desc=desc, disable=not (progress and is_main()), leave=False):
+    for b in progress_bar(sh.indices, len(sh), progress, desc):   # a bar on rank 0 (`core.progress_bar`)
         out.append(fn(get(list(range(b * bs, min(n, (b + 1) * bs)))), b))
     t1 = time.perf_counter()
     res = gather(out, sh)

@@ -89,24 +89,49 @@ def attribution_grid(images, attributions: dict, signed: bool | dict = True, mea
     return fig
 
 # %% ../nbs/05_viz.ipynb #c293ba08
-def plot_curves(x, curves: dict, std: dict | None = None, ax: Axes | None = None, xlabel: str = "",
-                ylabel: str = "", title: str | None = None, band_alpha: float = 0.2) -> Axes:
-    "Plot {label: y} against `x`; 2-D y (runs × points) or `std[label]` adds a ±std band."
+def _metric_lines(results) -> tuple[list, str, str]:
+    "(key, legend label, x, y) per `Curves` of `results` (one, or {label: Curves}), and the x and y axis names they share."
+    from attribkit.metrics.perturbation import CURVE_ORDERS, CURVE_SCORES
+    res = {CURVE_ORDERS.get(results.order, ("curves",))[0]: results} if _is_curves(results) else results
+    arrow = {True: " ↑", False: " ↓", None: ""}
+    lines = [(k, f"{k}: AUC {c.mean_auc:.3f}{arrow[c.higher_is_better]}", c.fractions, c.curves) for k, c in res.items()]
+    xs = {CURVE_ORDERS[c.order][1] if c.order in CURVE_ORDERS else "fraction" for c in res.values()}
+    heads = {t.split(",")[0] for t in xs}
+    ys = {CURVE_SCORES.get(c.score, "target score") for c in res.values()}
+    return lines, xs.pop() if len(xs) == 1 else heads.pop() if len(heads) == 1 else "fraction perturbed", \
+        ys.pop() if len(ys) == 1 else "target score"
+
+def _is_curves(c) -> bool:
+    "A metrics `Curves` result (read by its fields, so any copy of the class counts)."
+    return all(hasattr(c, a) for a in ("curves", "fractions", "mean_auc", "order", "score", "higher_is_better"))
+
+def _is_metric_result(x) -> bool:
+    return _is_curves(x) or (isinstance(x, dict) and bool(x) and all(_is_curves(c) for c in x.values()))
+
+def plot_curves(x, curves: dict | None = None, std: dict | None = None, ax: Axes | None = None, xlabel: str | None = None,
+                ylabel: str | None = None, title: str | None = None, band_alpha: float = 0.2) -> Figure:
+    "Plot {label: y} against `x`, or a metric's result `x` (a `Curves` or {label: Curves}, named and labelled); 2-D y (runs × points) or `std[label]` adds a ±std band; return the figure."
+    if _is_metric_result(x):
+        if curves is not None: raise ValueError("`curves` must be None when `x` is a metric's result (Curves or {label: Curves})")
+        lines, xname, yname = _metric_lines(x)
+        xlabel, ylabel = xname if xlabel is None else xlabel, yname if ylabel is None else ylabel
+    elif isinstance(curves, dict): lines = [(k, str(k), x, y) for k, y in curves.items()]
+    else: raise TypeError(f"`curves` must be a dict {{label: y}} (or `x` a metric's result, e.g. Curves), got {type(curves).__name__}")
     if ax is None: _, ax = plt.subplots(figsize=(4, 3))
-    xs = _np(x)
-    for label, y in curves.items():
-        y = _np(y)
-        s = _np(std[label]) if std is not None and label in std else None
+    for key, label, xv, y in lines:
+        xs, y = _np(xv), _np(y)
+        s = _np(std[key]) if std is not None and key in std else None
         if y.ndim == 2:
             if s is None: s = y.std(0, ddof=1) if len(y) > 1 else np.zeros(y.shape[1])
             y = y.mean(0)
-        if y.shape != xs.shape: raise ValueError(f"curves[{label!r}] has {y.shape[0]} points but `x` has {xs.shape[0]}")
-        line, = ax.plot(xs, y, label=str(label))
+        if y.shape != xs.shape: raise ValueError(f"curves[{key!r}] has {y.shape[0]} points but `x` has {xs.shape[0]}")
+        line, = ax.plot(xs, y, label=label)
         if s is not None: ax.fill_between(xs, y - s, y + s, color=line.get_color(), alpha=band_alpha, linewidth=0)
-    ax.set_xlabel(xlabel); ax.set_ylabel(ylabel)
+    ax.set_xlabel(xlabel or ""); ax.set_ylabel(ylabel or "")
     if title: ax.set_title(title)
-    if curves: ax.legend(fontsize=8)
-    return ax
+    if lines: ax.legend(fontsize=8)
+    return ax.figure
+
 
 # %% ../nbs/05_viz.ipynb #bfe39be9
 def save_figure(fig: Figure, name: str, folder: str | os.PathLike | None = None, dpi: int = 150) -> Path:

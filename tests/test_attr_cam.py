@@ -31,10 +31,11 @@ def x_(n=3):
     return torch.randn(n, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
 
 
-@pytest.mark.parametrize("layer", ["0", "4", None])
+@pytest.mark.parametrize("layer", ["0", "4", None, nn.Conv2d])
 def test_gradcam_matches_captum(layer):
     m, x, t = cnn(), x_(), torch.tensor([0, 2, 1])
-    mod = find_layer(m, layer)
+    mod = find_layer(m, layer, x)
+    if layer in (None, nn.Conv2d): assert mod is m[4]   # the default on a flat CNN is its last conv (a ReLU has no parameters)
     ref = LayerGradCam(m, mod).attribute(x, t, relu_attributions=True)
     ref = LayerAttribution.interpolate(ref, (8, 8), "bilinear")
     ours = GradCAM(m, layer, channels="one").attribute(x, t)
@@ -117,8 +118,10 @@ def test_layer_not_found_lists_close_names():
         GradCAM(m, "feature.0")
     with pytest.raises(ValueError, match="not a submodule"):
         GradCAM(m, nn.Conv2d(3, 4, 3))
-    with pytest.raises(ValueError, match="no nn.Conv2d"):
-        GradCAM(nn.Sequential(nn.Flatten(), nn.Linear(4, 2)))
+    with pytest.raises(ValueError, match="no submodule with parameters outputs a spatial activation"):
+        GradCAM(nn.Sequential(nn.Flatten(), nn.Linear(4, 2)).double())(torch.ones(2, 1, 2, 2, dtype=torch.float64), 0)
+    with pytest.raises(ValueError, match="has no Conv1d"):
+        GradCAM(m, nn.Conv1d)
     with pytest.raises(ValueError, match="`channels`"):
         GradCAM(m, channels="sum")
 

@@ -312,6 +312,17 @@ def test_table3_lrp_is_the_alpha1beta0_rule():
     assert not torch.allclose(a, LRP(m, composite="epsilon").attribute(x, t), atol=1e-6)
 
 
+
+def test_table3_gradcam_keeps_the_records_layer_the_last_conv():
+    "Table 3's Grad-CAM column reads the last nn.Conv2d, as the record did, not the default layer (the last feature block)."
+    from attribkit.attr import GradCAM
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Sequential(nn.Conv2d(4, 6, 3, padding=1), nn.ReLU()), nn.MaxPool2d(2),
+                      nn.Flatten(), nn.Linear(6 * 4 * 4, 5)).double().eval()
+    x, t = torch.randn(3, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2)), torch.tensor([0, 1, 2])
+    a = ga.local_maps(["Grad-CAM"], ga.BUDGETS["smoke"])["Grad-CAM"](m, x, t)
+    torch.testing.assert_close(a, GradCAM(m, "1.0")(x, t))
+    assert not torch.allclose(a, GradCAM(m, "1")(x, t))   # the default layer, the block's output after its ReLU
+
 def test_controls_are_what_they_say():
     from attribkit.papers.gradient_aggregation import control_methods, gxi as dga_gxi
     m, x, t = bn_cnn(), torch.randn(3, 3, 8, 8, dtype=torch.float64), torch.tensor([0, 1, 2])

@@ -179,3 +179,102 @@ def test_auto_batch_size_follows_activation_bytes():
     x, llc = torch.randn(2, 3, 32, 32), 32 * 2**20   # a fixed 32 MiB cache: the rule, not this machine's cache size
     assert auto_batch_size(wide, x, budget=llc) < 64 < auto_batch_size(mlp, x, budget=llc) <= 4096
     assert auto_batch_size(wide, x, budget=2**20) == max(1, 2**20 // ((3 + 128 + 128 + 128) * 32 * 32 * 4 + 40))
+
+
+# ---------- Grad-CAM's default layer on a user's torchvision model ----------
+
+TORCHVISION = {  # architecture: (the layer pytorch-grad-cam recommends, the module attribkit's default must be)
+    "resnet18": (lambda m: m.layer4[-1], "layer4"),
+    "resnet50": (lambda m: m.layer4[-1], "layer4"),
+    "vgg16": (lambda m: m.features[-1], "features"),
+    "densenet121": (lambda m: m.features[-1], "features"),
+    "mobilenet_v3_small": (lambda m: m.features[-1], "features"),
+    "efficientnet_b0": (lambda m: m.features[-1], "features"),
+}
+
+
+@pytest.mark.parametrize("arch", TORCHVISION)
+def test_gradcam_default_layer_is_the_last_feature_block_as_captum_users_pick(arch):
+    "Random weights (no download), two 64² images: the default is the recommended layer, and the maps equal Captum's there."
+    import torchvision
+    from captum.attr import LayerAttribution, LayerGradCam
+    from attribkit.attr import GradCAM
+    from attribkit.core import find_layer
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, arch)(weights=None).eval()
+    x, t = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1)), torch.tensor([3, 7])
+    recommended, name = TORCHVISION[arch]
+    snap = snapshot(m)
+    assert find_layer(m, None, x) is dict(m.named_modules())[name]
+    cap = LayerGradCam(m, recommended(m))
+    raw = cap.attribute(x, t, relu_attributions=False).detach()         # (N, 1, h, w) at the layer's resolution
+    assert raw.abs().amax() > 0
+    torch.testing.assert_close(GradCAM(m, relu=False, upsample=False)(x, t), raw, rtol=1e-4, atol=1e-6 * float(raw.abs().amax()))
+    ref = LayerAttribution.interpolate(cap.attribute(x, t, relu_attributions=True), (64, 64), "bilinear").detach()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a random model's positive part may be empty: tested below
+        ours = GradCAM(m, channels="one")(x, t)
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-6 * float(ref.abs().amax()) + 1e-12)
+    assert_untouched(m, snap)
+
+
+def test_gradcam_zero_map_at_default_layer_warns_naming_it():
+    from attribkit.attr import GradCAM
+    m, x, t = model_and_data()
+    m.eval()
+    with torch.no_grad(): m.bn.weight.zero_(); m.bn.bias.fill_(-1.0)   # the ReLU after `bn` is off everywhere
+    with pytest.warns(UserWarning, match=r"zero everywhere for 4 of 4 inputs at the default layer 'bn'.*pass `layer=`"):
+        out = GradCAM(m)(x, t)
+    assert (out == 0).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GradCAM(m, "bn")(x, t)   # a layer the caller names: no warning
+
+
+# ---------- progress on long calls: silent in tests unless asked for ----------
+
+def long_calls(m, x, t):
+    "{the bar's label: a call of a chunked attribution or metric taking `progress=`} on a user's model."
+    from attribkit.attr import IntegratedGradients, RISE, SmoothGrad
+    from attribkit.metrics import evaluate_pixel_flipping, insertion_deletion, pixel_flipping
+    a = None if x is None else x.abs()
+    return {"IG": lambda **kw: IntegratedGradients(m).attribute(x, target=t, n_steps=4, **kw),
+            "SmoothGrad": lambda **kw: SmoothGrad(m, n_samples=3).attribute(x, t, seed=0, **kw),
+            "RISE": lambda **kw: RISE(m).attribute(x, t, n_masks=8, **kw),
+            "pixel flipping (MoRF)": lambda **kw: pixel_flipping(m, x, a, t, steps=4, **kw).curves,
+            "insertion": lambda **kw: insertion_deletion(m, x, a, t, mode="insertion", steps=4, **kw).curves,
+            "pixel flipping": lambda **kw: evaluate_pixel_flipping(m, (x, t), "gxi", batch_size=2, steps=4, **kw).curves}
+
+
+@pytest.mark.parametrize("label", list(long_calls(None, None, None)))
+def test_long_calls_are_silent_by_default_in_tests_and_show_a_bar_with_progress_true(label, capfd, monkeypatch):
+    import attribkit.core as core
+    m, x, t = model_and_data(); m.eval()
+    call = long_calls(m, x, t)[label]
+    ref = call()
+    assert capfd.readouterr().err == ""                              # 'auto' under pytest: nothing on stderr
+    torch.testing.assert_close(call(progress=True), ref)
+    assert f"{label}:" in capfd.readouterr().err                    # the bar, named after the call
+    monkeypatch.setattr(core, "_interactive", lambda: True)          # a person watching: 'auto' waits PROGRESS_DELAY s
+    call()
+    assert capfd.readouterr().err == ""                              # a call shorter than that shows nothing
+    monkeypatch.setattr(core, "PROGRESS_DELAY", 0.0)
+    call()
+    assert f"{label}:" in capfd.readouterr().err
+    with pytest.raises(ValueError, match="`progress` must be True, False or 'auto'"):
+        call(progress="yes")
+
+
+def test_interactive_means_a_terminal_or_a_kernel_outside_ci_and_tests(monkeypatch):
+    import sys
+    from attribkit.core import _interactive
+    class Tty:
+        def isatty(self): return True
+        def write(self, s): return len(s)
+        def flush(self): pass
+    for k in ("PYTEST_CURRENT_TEST", "IN_TEST", "CI"): monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(sys, "stderr", Tty())
+    assert _interactive()
+    monkeypatch.setenv("CI", "true"); assert not _interactive()
+    monkeypatch.setenv("CI", "false"); assert _interactive()
+    monkeypatch.setenv("IN_TEST", "1"); assert not _interactive()      # nbdev_test

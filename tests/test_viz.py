@@ -56,9 +56,43 @@ def test_save_failure_leaves_nothing(tmp_path):
 
 def test_curves_with_bands():
     x = np.linspace(0, 1, 4)
-    ax = plot_curves(x, {"runs": np.ones((3, 4)) * [[0], [1], [2]], "mean": x}, std={"mean": np.full(4, 0.1)})
+    fig = plot_curves(x, {"runs": np.ones((3, 4)) * [[0], [1], [2]], "mean": x}, std={"mean": np.full(4, 0.1)})
+    ax = fig.axes[0]
     assert len(ax.lines) == 2 and len(ax.collections) == 2
     np.testing.assert_allclose(ax.lines[0].get_ydata(), np.ones(4))
     with pytest.raises(ValueError, match="points"):
         plot_curves(x, {"bad": np.ones(3)})
+    plt.close("all")
+
+
+def test_plot_curves_takes_a_metrics_result():
+    "A user's explain → score → picture: `plot_curves(pixel_flipping(...))` is a Figure with named axes, AUCs and directions."
+    from matplotlib.figure import Figure
+    from attribkit.core import attribute
+    from attribkit.metrics import flip_curves, insertion_deletion, pixel_flipping
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 36, 5))
+    x = torch.randn(4, 3, 6, 6, generator=torch.Generator().manual_seed(1))
+    a = attribute(m, x, method="gxi")
+    pf = pixel_flipping(m, x, a, steps=6)
+    fig = plot_curves(pf)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "fraction removed, most relevant first" and ax.get_ylabel() == "target probability"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"pixel flipping (MoRF): AUC {pf.mean_auc:.3f} ↓"]
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), pf.fractions.numpy())
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), pf.curves.mean(0).numpy(), rtol=1e-6)
+    assert len(ax.collections) == 1                                   # the ±1 std band over images
+    both = plot_curves(flip_curves(m, x, a, order="lerf", steps=6)).axes[0]   # {score: Curves}: two y units
+    assert [t.get_text().split(" AUC")[0] for t in both.get_legend().get_texts()] == ["prob:", "logit:"]
+    assert all(t.get_text().endswith("↑") for t in both.get_legend().get_texts()) and both.get_ylabel() == "target score"
+    ins = insertion_deletion(m, x, a, mode="insertion", steps=6)
+    methods = plot_curves({"G×I": ins, "random": insertion_deletion(m, x, torch.randn_like(x), mode="insertion", steps=6)},
+                          title="insertion").axes[0]
+    assert methods.get_xlabel() == "fraction inserted, most relevant first" and methods.get_title() == "insertion"
+    assert isinstance(ins.plot(), Figure) and ins.plot(xlabel="x").axes[0].get_xlabel() == "x"
+    _, mine = plt.subplots()
+    assert plot_curves(pf, ax=mine) is mine.figure
+    with pytest.raises(ValueError, match="`curves` must be None"):
+        plot_curves(pf, {"a": [1.0]})
     plt.close("all")

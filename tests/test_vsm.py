@@ -461,3 +461,13 @@ def test_vsal_encoder_curve_is_in_the_cache_key(tmp_path, monkeypatch):
         P.fit_vsm(_tiny_classifier(), spec, TensorDataset(x), on_epoch=lambda v: {})
     v = P.fit_vsm(_tiny_classifier(), dict(spec, curve=dict(n=1)), TensorDataset(x), on_epoch=lambda v: dict(mu=float(v.encode(x[:1])[0].mean())))
     assert [sorted(h) for h in v.history] == [["epoch", "k", "kl", "likelihood", "loss", "mu"]] * 2
+
+
+def test_vsal_eval_gradcam_keeps_the_records_layer_the_last_conv():
+    "vsal_eval's Grad-CAM reads the last nn.Conv2d, as the record did, not the default layer (the last feature block)."
+    import attribkit.papers.variational_saliency as P
+    from attribkit.attr import GradCAM
+    kw = P._method_kw("Grad-CAM", None, 0, 8, 2)
+    m = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 36, 4)).double().eval()
+    x = torch.randn(2, 1, 6, 6, dtype=D64, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(attribute(m, x, [0, 1], **kw), GradCAM(m, "0")(x, [0, 1]))

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/03c_attr_cam.ipynb #9e53c65d
 from __future__ import annotations
+import warnings
 from functools import partial
 import torch
 import torch.nn.functional as F
@@ -58,19 +59,21 @@ def layer_gradients(model: nn.Module, inputs: Tensor, target,
 class GradCAM(Attribution):
     "Grad-CAM (Selvaraju et al. 2017) at `layer`, bilinearly upsampled to the input size."
     def __init__(self, model: nn.Module,
-                 layer: nn.Module | str | None = None,  # module or dotted name; None = the last Conv2d
+                 layer: nn.Module | str | type | None = None,  # module, dotted name or class; None = the last feature block's output
                  relu: bool = True,  # keep only the positive part of the weighted activations
                  upsample: bool = True,  # False: return the raw (N,1,h,w) map at the layer's resolution
                  channels: str = "repeat"):  # 'repeat' the map over input channels (shape of inputs) or keep 'one'
         super().__init__(model)
-        self.layer, self.relu, self.upsample = find_layer(model, layer), relu, upsample
+        self.layer = None if layer is None else find_layer(model, layer)   # None: found on the first inputs (core.find_layer)
+        self.relu, self.upsample = relu, upsample
         self.channels = _check_channels(channels)
 
     def attribute(self, inputs: Tensor, target=None) -> Tensor:
         "Grad-CAM map of the target logit; (N,C,H,W) by default, (N,1,H,W) with channels='one'."
         check_call(self.model, inputs, target, ndim=4)
+        layer = self.layer if self.layer is not None else find_layer(self.model, None, inputs)
         with model_scope(self.model):
-            _, recs, _ = layer_gradients(self.model, inputs, target, [self.layer])
+            _, recs, _ = layer_gradients(self.model, inputs, target, [layer])
         if len(recs) != 1:
             raise ValueError(f"`layer` must run exactly once per forward pass, it ran {len(recs)} times")
         _, a, g = recs[0]
@@ -78,6 +81,12 @@ class GradCAM(Attribution):
             raise ValueError(f"`layer` output must be (N, C, h, w) for Grad-CAM, got shape {tuple(a.shape)}")
         cam = (g.mean((2, 3), keepdim=True) * a).sum(1, keepdim=True)
         if self.relu: cam = F.relu(cam)
+        zero = (cam.flatten(1) == 0).all(1)
+        if self.layer is None and zero.any():
+            name = next(n for n, m in self.model.named_modules() if m is layer)
+            warnings.warn(f"Grad-CAM is zero everywhere for {int(zero.sum())} of {len(zero)} inputs at the default layer "
+                          f"{name!r} {tuple(a.shape[1:])}; pass `layer=` (a module or dotted name) to read another layer",
+                          UserWarning, stacklevel=2)
         if not self.upsample: return cam.to(inputs.dtype)
         cam = F.interpolate(cam, size=inputs.shape[2:], mode="bilinear", align_corners=False)
         return _broadcast_map(cam, inputs, self.channels)

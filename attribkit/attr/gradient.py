@@ -12,7 +12,7 @@ from torch import nn, Tensor
 from ..core import (Attribution, register, get_method, model_scope, target_grad, check_inputs, check_call, tuned_chunks,
                             check_no_forward_args,
                             check_model, check_positive_int, resolve_target, predict_target, auto_batch_size,
-                            chunks, batched_forward, check_output)
+                            chunks, batched_forward, check_output, progress_bar)
 
 # %% auto #0
 __all__ = ['QUADRATURES', 'GradientMap', 'Saliency', 'Gradient', 'InputXGradient', 'GradientXSign', 'PositiveInputXGradient',
@@ -165,7 +165,7 @@ class IntegratedGradients(Attribution):
     `quadrature` (or Captum's `method`): the rule of the path integral, one of QUADRATURES (default "gausslegendre").
     Default `internal_batch_size`: `core.tuned_chunks` — on CPU tuned on the model by timing its chunks, starting from
     the rows whose activations fit the CPU cache (at least 16 where memory allows); on CUDA as many rows as fit 80 % of
-    the free GPU memory, in equal pieces; at most 4096.
+    the free GPU memory, in equal pieces; at most 4096. `progress`: a bar over the rows (`core.progress_bar`; 'auto' only interactively).
     `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
     def __init__(self, forward_func: nn.Module, multiply_by_inputs: bool = True, n_steps: int = 50,
                  quadrature: str = "gausslegendre", internal_batch_size: int | None = None, relu_inside: bool = False):
@@ -175,7 +175,8 @@ class IntegratedGradients(Attribution):
 
     def attribute(self, inputs: Tensor, baselines=None, target=None, additional_forward_args=None,
                   n_steps: int | None = None, method: str | None = None, internal_batch_size: int | None = None,
-                  return_convergence_delta: bool = False, quadrature: str | None = None, relu_inside: bool | None = None):
+                  return_convergence_delta: bool = False, quadrature: str | None = None, relu_inside: bool | None = None,
+                  progress: bool | str = "auto"):
         "IG attributions shaped like `inputs` (and, optionally, the per-sample convergence delta Σ IG − Δf)."
         model = self.model
         check_no_forward_args(additional_forward_args)
@@ -200,7 +201,7 @@ class IntegratedGradients(Attribution):
                                  diff.unsqueeze(0)).reshape(n_steps * n, *x.shape[1:])     # b + α_k (x − b), one pass
             t_rows, total = t.repeat(n_steps), torch.zeros(x.shape, dtype=x.dtype, device=x.device)   # contiguous: _add_steps views it flat
             w = w.to(device=x.device, dtype=x.dtype)
-            for s in tuned_chunks(len(rows), model, x, ibs):
+            for s in progress_bar(tuned_chunks(len(rows), model, x, ibs), len(rows), progress, "IG", "rows"):
                 _add_steps(total, target_grad(model, rows[s], t_rows[s]), s, n, w, diff if relu_inside else None)
             attr = (total if relu_inside or not self.multiplies_by_inputs else total * diff).detach()
             if not return_convergence_delta: return attr
@@ -244,7 +245,8 @@ class SmoothGrad(Attribution):
 
     Noise std = `noise_level` × (max − min) of each sample. Default `internal_batch_size`: `core.auto_batch_size`
     (activations within the CPU cache, or 80 % of the free GPU memory on CUDA), divided by the base's `n_steps` if it
-    has one. With `seed` the noise is drawn on the inputs' device (a CPU `generator` draws on the CPU, slower on CUDA)."""
+    has one. With `seed` the noise is drawn on the inputs' device (a CPU `generator` draws on the CPU, slower on CUDA).
+    `progress`: a bar over the noisy rows (`core.progress_bar`; 'auto' only interactively); the base runs without one."""
     reduce = "mean"
     def __init__(self, model: nn.Module, base: str | type = "saliency", n_samples: int = 50, noise_level: float = 0.15,
                  internal_batch_size: int | None = None, **base_kw):
@@ -257,7 +259,7 @@ class SmoothGrad(Attribution):
 
     def attribute(self, inputs: Tensor, target=None, n_samples: int | None = None, noise_level: float | None = None,
                   internal_batch_size: int | None = None, generator: torch.Generator | None = None,
-                  seed: int | None = None, **base_call_kw) -> Tensor:
+                  seed: int | None = None, progress: bool | str = "auto", **base_call_kw) -> Tensor:
         "Mean (SmoothGrad) or variance (VarGrad) of the base attribution over noisy copies, shaped like `inputs`."
         model = self.model
         n_samples = check_positive_int(self.n_samples if n_samples is None else n_samples, "n_samples")
@@ -267,6 +269,7 @@ class SmoothGrad(Attribution):
         ibs = self.internal_batch_size if internal_batch_size is None else internal_batch_size
         init_kw, call_kw = _split_for(self.base_cls, {**self.base_kw, **base_call_kw})
         base = self.base_cls(model, **init_kw)
+        if "progress" in inspect.signature(base.attribute).parameters: call_kw = {"progress": False, **call_kw}   # one bar
         with model_scope(model):
             t = _setup(model, inputs, target)
             x = inputs.detach(); n = len(x)
@@ -279,7 +282,8 @@ class SmoothGrad(Attribution):
                                device=gen.device if gen is not None else x.device).to(x.device)
             rows = rows.mul_(_bcast(sigma, x).unsqueeze(0)).add_(x.unsqueeze(0)).reshape(n_samples * n, *x.shape[1:])
             t_rows = t.repeat(n_samples)
-            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in tuned_chunks(len(rows), model, x, ibs)])
+            parts = progress_bar(tuned_chunks(len(rows), model, x, ibs), len(rows), progress, type(self).__name__, "rows")
+            attrs = torch.cat([base.attribute_rows(rows[s], t_rows[s], **call_kw) for s in parts])
             attrs = attrs.view(n_samples, *x.shape)
             return (attrs.mean(0) if self.reduce == "mean" else attrs.var(0, unbiased=False)).detach()
 

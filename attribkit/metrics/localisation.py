@@ -80,7 +80,7 @@ register_metric("mask_auc", mask_auc, True, "localisation", "Scores.mean")
 _LOCALIZATION = {"mask_auc": mask_auc, "pointing_game": pointing_game, "point_acc": point_acc}
 
 def evaluate_localization(model: nn.Module, data, method: str | Callable, metric: str = "mask_auc",
-                          batch_size: int = 64, method_kwargs: dict | None = None, progress: bool = True,
+                          batch_size: int = 64, method_kwargs: dict | None = None, progress: bool | str = "auto",
                           **kwargs) -> Scores:
     "Mask AUC, pointing game or Point Acc over (inputs, targets, masks) batches of `data`, sharded over ranks; higher is better."
     score = _LOCALIZATION[_check_choice(metric, "metric", tuple(_LOCALIZATION))]

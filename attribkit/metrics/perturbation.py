@@ -11,13 +11,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from ..core import (check_inputs, check_positive_int, check_call, check_output, predict_target, model_scope,
-                            batched_forward, chunks, auto_batch_size, as_local, as_loader)
+                            batched_forward, chunks, auto_batch_size, as_local, as_loader,
+                            progress_bar)
 from ..distributed import sharded_map
 from .base import _Readable, _check_attributions, _check_choice, _generator, register_metric
 
 # %% auto #0
-__all__ = ['relevance', 'removal_ranks', 'gaussian_blur', 'fill_values', 'perturbation_rows', 'Curves', 'pixel_flipping',
-           'flip_curves', 'insertion_deletion', 'evaluate_pixel_flipping']
+__all__ = ['CURVE_ORDERS', 'CURVE_SCORES', 'relevance', 'removal_ranks', 'gaussian_blur', 'fill_values', 'perturbation_rows',
+           'Curves', 'pixel_flipping', 'flip_curves', 'insertion_deletion', 'evaluate_pixel_flipping']
 
 # %% ../../nbs/04a_metrics_perturbation.ipynb #91b01aa5
 def relevance(attributions: Tensor, unit: str = "pixel") -> Tensor:
@@ -79,16 +80,34 @@ def perturbation_rows(inputs: Tensor, attributions: Tensor, steps: int = 20, ord
     return _rows(inputs, ranks, _step_counts(rel.shape[1], steps, inputs.device), fill_values(inputs, fill), unit)
 
 # %% ../../nbs/04a_metrics_perturbation.ipynb #e874d4c9
+CURVE_ORDERS = {  # a curve's `order`: (its name, what its x axis counts, whether a larger AUC is better)
+    "morf": ("pixel flipping (MoRF)", "fraction removed, most relevant first", False),
+    "lerf": ("pixel flipping (LeRF)", "fraction removed, least relevant first", True),
+    "deletion": ("deletion", "fraction deleted, most relevant first", False),
+    "insertion": ("insertion", "fraction inserted, most relevant first", True),
+}
+CURVE_SCORES = {"prob": "target probability", "logit": "target logit"}   # a curve's `score`: its y axis
+
 @dataclass
 class Curves(_Readable):
-    "Per-image perturbation curves (N, steps+1), their trapezoid areas (N,) and the removed fractions (steps+1,)."
+    "Per-image perturbation curves (N, steps+1), their trapezoid areas (N,), the fractions (steps+1,), and what they show: `order` (a key of CURVE_ORDERS) and `score` ('prob', 'logit')."
     curves: Tensor
     auc: Tensor
     fractions: Tensor
+    order: str | None = None
+    score: str | None = None
     @property
     def mean_auc(self) -> float:
         "Mean AUC over images."
         return float(self.auc.mean())
+    @property
+    def higher_is_better(self) -> bool | None:
+        "Whether a larger AUC is better (LeRF, insertion); None when the order is unknown."
+        return CURVE_ORDERS[self.order][2] if self.order in CURVE_ORDERS else None
+    def plot(self, **kwargs):
+        "The mean curve with a ±1 std band, labelled with its name, mean AUC and direction: `viz.plot_curves(self, **kwargs)`."
+        from attribkit.viz import plot_curves
+        return plot_curves(self, **kwargs)
 
 def _prepare(model, inputs, attributions, target):
     t = check_call(model, inputs, target)   # the class count is probed once per model and row shape, not per call
@@ -97,7 +116,7 @@ def _prepare(model, inputs, attributions, target):
         with model_scope(model): t = predict_target(model, inputs)
     return a, t
 
-def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, internal_batch_size) -> dict[str, Curves]:
+def _curves(model, inputs, ranks, target, steps, fill, unit, order, scores, internal_batch_size, progress) -> dict[str, Curves]:
     "Curves of each score in `scores` ('prob' = softmax probability, 'logit') from one pass over the perturbed rows."
     p = ranks.shape[1]
     counts = _step_counts(p, steps, inputs.device)
@@ -106,10 +125,10 @@ def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, int
     per = max(1, ibs // (steps + 1))
     out = {k: [] for k in scores}
     with model_scope(model), torch.no_grad():
-        for s in chunks(len(inputs), per):
+        for s in progress_bar(chunks(len(inputs), per), len(inputs), progress, CURVE_ORDERS[order][0], "images"):
             x = inputs[s]
             f = fill[s] if isinstance(fill, Tensor) else 0.0 if fill == "zero" else fill_values(x, fill)
-            rows = _rows(x, ranks[s], counts, f, unit, insert)
+            rows = _rows(x, ranks[s], counts, f, unit, order == "insertion")
             logits = batched_forward(model, rows.flatten(0, 1), ibs)
             check_output(logits, rows.shape[0] * rows.shape[1])
             ts = target[s].repeat_interleave(steps + 1)[:, None]
@@ -118,21 +137,21 @@ def _curves(model, inputs, ranks, target, steps, fill, unit, insert, scores, int
                 out[k].append(sc.gather(1, ts).view(len(x), steps + 1))
     dt = inputs.dtype if inputs.dtype == torch.float64 else torch.float32
     fr = counts.to(dt) / p
-    return {k: Curves(c, torch.trapezoid(c, fr, dim=1), fr) for k, c in ((k, torch.cat(v).to(dt)) for k, v in out.items())}
+    return {k: Curves(c, torch.trapezoid(c, fr, dim=1), fr, order, k) for k, c in ((k, torch.cat(v).to(dt)) for k, v in out.items())}
 
 def pixel_flipping(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, order: str = "morf",
                    steps: int = 20, fill: str | Tensor | float = "zero", unit: str = "pixel", softmax: bool = True,
                    internal_batch_size: int | None = None, generator: torch.Generator | None = None,
-                   seed: int = 0) -> Curves:
+                   seed: int = 0, progress: bool | str = "auto") -> Curves:
     "Target score while removing pixels in attribution order; MoRF AUC: lower is better, LeRF AUC: higher is better."
     score = "prob" if softmax else "logit"
     return flip_curves(model, inputs, attributions, target, order, steps, fill, unit, (score,), internal_batch_size,
-                       generator, seed)[score]
+                       generator, seed, progress)[score]
 
 def flip_curves(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, order: str = "morf",
                 steps: int = 20, fill: str | Tensor | float = "zero", unit: str = "pixel",
                 scores: tuple[str, ...] = ("prob", "logit"), internal_batch_size: int | None = None,
-                generator: torch.Generator | None = None, seed: int = 0) -> dict[str, Curves]:
+                generator: torch.Generator | None = None, seed: int = 0, progress: bool | str = "auto") -> dict[str, Curves]:
     "`pixel_flipping` curves of several scores ('prob', 'logit') at once, from one pass over the perturbed rows."
     if not scores: raise ValueError("`scores` must name at least one of 'prob', 'logit'")
     for k in scores: _check_choice(k, "scores", ("prob", "logit"))
@@ -141,7 +160,7 @@ def flip_curves(model: nn.Module, inputs: Tensor, attributions: Tensor, target=N
     if isinstance(fill, Tensor) or isinstance(fill, (int, float)): fill = fill_values(inputs, fill)
     else: _check_choice(fill, "fill", ("zero", "mean", "blur"))
     ranks = removal_ranks(relevance(a, unit), descending=order == "morf", generator=_generator(generator, seed))
-    return _curves(model, inputs, ranks, t, steps, fill, unit, False, scores, internal_batch_size)
+    return _curves(model, inputs, ranks, t, steps, fill, unit, order, scores, internal_batch_size, progress)
 
 register_metric("pixel_flipping_morf", pixel_flipping, False, "perturbation", "Curves.mean_auc", order="morf")
 register_metric("pixel_flipping_lerf", pixel_flipping, True, "perturbation", "Curves.mean_auc", order="lerf")
@@ -150,7 +169,7 @@ register_metric("pixel_flipping_lerf", pixel_flipping, True, "perturbation", "Cu
 def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, target=None, mode: str = "deletion",
                        steps: int = 20, baseline: str | Tensor | float | None = None, unit: str = "pixel",
                        softmax: bool = True, internal_batch_size: int | None = None,
-                       generator: torch.Generator | None = None, seed: int = 0) -> Curves:
+                       generator: torch.Generator | None = None, seed: int = 0, progress: bool | str = "auto") -> Curves:
     "RISE deletion (AUC lower is better; zero baseline) or insertion (AUC higher is better; blurred baseline) curves."
     _check_choice(mode, "mode", ("deletion", "insertion"))
     a, t = _prepare(model, inputs, attributions, target)
@@ -160,14 +179,14 @@ def insertion_deletion(model: nn.Module, inputs: Tensor, attributions: Tensor, t
     else: baseline = fill_values(inputs, baseline)
     ranks = removal_ranks(relevance(a, unit), descending=True, generator=_generator(generator, seed))
     score = "prob" if softmax else "logit"
-    return _curves(model, inputs, ranks, t, steps, baseline, unit, mode == "insertion", (score,), internal_batch_size)[score]
+    return _curves(model, inputs, ranks, t, steps, baseline, unit, mode, (score,), internal_batch_size, progress)[score]
 
 register_metric("deletion", insertion_deletion, False, "perturbation", "Curves.mean_auc", mode="deletion")
 register_metric("insertion", insertion_deletion, True, "perturbation", "Curves.mean_auc", mode="insertion")
 
 # %% ../../nbs/04a_metrics_perturbation.ipynb #1299cbfd
 def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, target: str = "label",
-                            batch_size: int = 64, method_kwargs: dict | None = None, progress: bool = True,
+                            batch_size: int = 64, method_kwargs: dict | None = None, progress: bool | str = "auto",
                             generator: torch.Generator | None = None, seed: int = 0, **kwargs) -> Curves:
     "`pixel_flipping` over a data set with attributions from `method`; same directions as `pixel_flipping`."
     _check_choice(target, "target", ("label", "predicted"))
@@ -177,6 +196,8 @@ def evaluate_pixel_flipping(model: nn.Module, data, method: str | Callable, targ
     def one(batch, b: int) -> Curves:
         xb, yb = batch[0].to(dev), batch[1]
         with model_scope(model): t = yb.to(dev) if target == "label" else predict_target(model, xb)
-        return pixel_flipping(model, xb, local(model, xb, t), t, generator=torch.Generator().manual_seed(base + b), **kwargs)
+        return pixel_flipping(model, xb, local(model, xb, t), t, generator=torch.Generator().manual_seed(base + b),
+                              progress=False, **kwargs)
     res = sharded_map(one, as_loader(data, batch_size), progress=progress, desc="pixel flipping")
-    return Curves(torch.cat([r.curves for r in res]).to(dev), torch.cat([r.auc for r in res]).to(dev), res[0].fractions.to(dev))
+    return Curves(torch.cat([r.curves for r in res]).to(dev), torch.cat([r.auc for r in res]).to(dev), res[0].fractions.to(dev),
+                  res[0].order, res[0].score)

@@ -575,7 +575,7 @@ _REGISTERED = {  # table column: (registered method, its budget knobs as keyword
     "LRP": ("lrp", {}, {"composite": LRP_RULE}),
     "SmoothGrad": ("smoothgrad", {"n_samples": "sg_samples"}),
     "RISE": ("rise", {"n_masks": "rise_masks"}),
-    "Grad-CAM": ("gradcam", {}),
+    "Grad-CAM": ("gradcam", {}, {"layer": nn.Conv2d}),  # the last Conv2d: the record's layer, not the default
 }
 
 

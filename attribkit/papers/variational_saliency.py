@@ -651,7 +651,7 @@ def _method_kw(name: str, vsm, s: int, rise_masks: int, dga_steps: int) -> dict:
         "G×I": dict(method="gxi"),
         "DGA": dict(method="dga", n_steps=dga_steps),
         "RISE": dict(method="rise", n_masks=rise_masks, seed=s),
-        "Grad-CAM": dict(method="gradcam"),
+        "Grad-CAM": dict(method="gradcam", layer=nn.Conv2d),  # the last Conv2d: the record's layer, not the default
         "intensity": dict(method=_intensity),
         "random": dict(method="random", seed=1000 + s),
     }[name]
