@@ -1,4 +1,4 @@
-# The two commands the README opens with: `make record` and `make test`; `make check` is the slower tier CI adds.
+# The README's two commands: `make record` and `make test`; `make check` is the slower tier CI adds.
 # Both create/reuse .venv; installing is skipped while settings.ini and setup.py are unchanged.
 SHELL := /bin/bash
 PYTHON ?= python3

@@ -11,8 +11,8 @@ import numpy as np
 # %% auto #0
 __all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
            'check_key', 'claim', 'not_evaluable', 'not_evidence', 'made_not_evaluable', 'run_claims', 'scale_note',
-           'chance_floor', 'at_chance', 'chance_reason', 'unit_effects', 'paired', 'mean_se', 'count_verdicts',
-           'PaperClaim', 'paper_verdict']
+           'chance_floor', 'at_chance', 'fmt_below', 'chance_reason', 'unit_effects', 'paired', 'mean_se',
+           'count_verdicts', 'PaperClaim', 'paper_verdict']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
@@ -118,12 +118,18 @@ def at_chance(accuracy: float, num_classes: int) -> bool:
     if not 0 <= a <= 1: raise ValueError(f"`accuracy` must be a fraction in [0, 1], got {accuracy!r}; divide percentages by 100")
     return a < chance_floor(num_classes)
 
+def fmt_below(a: float, b: float, digits: int = 3) -> str:
+    "`a < b` with `digits` decimals, or as many more as it takes for the two numbers to print different (0.18996 < 0.19 reads '0.18996 < 0.19000', never '0.190 < 0.190')."
+    d = digits
+    while d < 12 and f"{a:.{d}f}" == f"{b:.{d}f}": d += 1
+    return f"{a:.{d}f} < {b:.{d}f}"
+
 def chance_reason(accuracies, num_classes: int, what: str = "model") -> str | None:
     "The `not evaluable` reason when any of `accuracies` (one per seed, fractions) is at chance, else None."
     acc = [float(a) for a in np.atleast_1d(np.asarray(accuracies, dtype=np.float64))]
     low = [a for a in acc if at_chance(a, num_classes)]
     if not low: return None
-    return (f"{what} at chance: test accuracy {min(low):.3f} < {chance_floor(num_classes):.3f} "
+    return (f"{what} at chance: test accuracy {fmt_below(min(low), chance_floor(num_classes))} "
             f"(chance {1 / num_classes:.3f} + {CHANCE_GAP:g} of the gap to 1)" + (f" in {len(low)} of {len(acc)} seeds" if len(acc) > 1 else ""))
 
 def unit_effects(per_seed, compare: str = "methods") -> tuple[np.ndarray, str]:
@@ -160,7 +166,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PaperClaim:
-    "One claim a paper makes: registry `id`, the paper's words (`claim`, a short quote), its `source` (table, figure, section), the paper's numbers, the primary `metric` with its direction, and the `stand_ins` that test it here."
+    "One claim a paper makes: registry `id`, the paper's words (`claim`, a short quote), its `source` (table, figure, section), the paper's numbers, the primary `metric` with its direction, the `stand_ins` that test it here; for the record's overview a `headline` (the claim in a few words), `paper_effect` (the paper's own numbers on the scale of our effects) and the `unit` of those effects."
     id: str
     paper: str
     claim: str
@@ -168,11 +174,14 @@ class PaperClaim:
     paper_value: str
     metric: str
     stand_ins: str
+    headline: str = ""
+    paper_effect: str = ""
+    unit: str = ""
 
     def __post_init__(self): check_key(self.id)
 
 def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
-    "The registry row of `pc`: its verdict and support from the (notebook, claim) pairs whose `paper_claim` is its id, and the `notebook:key` of its evidence, controls and diagnostics."
+    "The registry row of `pc`: its verdict and support from the (notebook, claim) pairs whose `paper_claim` is its id, and the `notebook:key` of its evidence, controls, diagnostics and of the controls whose failure makes it not evaluable."
     mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
     ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
     ev = [c for _, c in mine if c["role"] == "evidence"]
@@ -189,5 +198,7 @@ def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
     elif k["holds"] > (n - k["not evaluable"]) / 2 and not k["fails"]: v = "holds"   # a majority of the evidence that can speak
     elif k["fails"] > (n - k["not evaluable"]) / 2: v = "fails"
     else: v = "inconclusive"
-    return {**{f: getattr(pc, f) for f in ("id", "paper", "claim", "source", "paper_value", "metric", "stand_ins")},
-            "verdict": v, "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic")}
+    return {**{f: getattr(pc, f) for f in ("id", "paper", "claim", "source", "paper_value", "metric", "stand_ins", "headline",
+                                          "paper_effect", "unit")},
+            "verdict": v, "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic"),
+            "failed_controls": failed}

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Sequence
 from .core import atomic_write
 from .results import SCALES, code_fingerprint, load_results
-from .report import (compare_records, fmt_counts, html_report, paper_claim_rows, paper_page, record_results,
-                              summary_markdown, terminal_table, verdict_counts)
+from .report import (compare_records, fmt_counts, machine, read_record, record_results, terminal_table, update_readme,
+                              verdict_counts, write_pages)
 
 # %% auto #0
-__all__ = ['MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
-           'input_key', 'run_notebook', 'run_all', 'train_zoo_record', 'write_reports', 'parse_value', 'list_notebooks',
-           'copy_notebooks', 'auto_jobs', 'parse_args', 'main', 'dry_run']
+__all__ = ['RECORD', 'MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
+           'input_key', 'run_notebook', 'run_all', 'train_zoo_record', 'write_reports', 'rebuild_reports',
+           'parse_value', 'list_notebooks', 'copy_notebooks', 'auto_jobs', 'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
 def repo_root(start=None) -> Path:
@@ -184,7 +184,7 @@ def run_all(nbs_dir=None, out="results", scale: str = "smoke", seed: int = 0, de
 def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, progress, parameters=None,
              dist_hooks=None, cell_timeout=None) -> list[dict]:
     from tqdm.auto import tqdm
-    root = repo_root()
+    t0, started, root = time.perf_counter(), _now(), repo_root()
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
@@ -203,8 +203,9 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     if dist_hooks is not None: return dist_hooks(notebooks, todo, params, out, root)
+    zoo_time = None
     if scale == "cpu" and not only and _paper_notebooks(todo):   # the whole record: the zoo first (--only: each notebook reads or trains its own)
-        train_zoo_record(out, params, jobs, progress)
+        tz = time.perf_counter(); train_zoo_record(out, params, jobs, progress); zoo_time = round(time.perf_counter() - tz, 1)
     bar = None
     def finish(rec: dict, key: str):
         records[rec["name"]] = rec
@@ -236,7 +237,11 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
                 finish(rec, keys[n])
     if bar is not None: bar.close()
     ordered = [records[nb.stem] for nb in notebooks]
-    write_reports(nbs_dir, out, params, records)
+    figs = Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures"))
+    run = {"machine": machine(), "scale": scale, "device": device, "seed": int(seed), "dry_run": bool(params.get("dry_run")),
+           "only": sorted(only) if only else None, "figures": os.path.relpath(figs, out), "started": started,
+           "wall_time": round(time.perf_counter() - t0, 1), "zoo_time": zoo_time, "ran": len(todo), "reused": len(notebooks) - len(todo)}
+    write_reports(nbs_dir, out, params, records, run)
     return ordered
 
 def _last_wall_times(out: Path, names) -> dict:
@@ -275,8 +280,8 @@ def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = Tr
     if progress: print(f"zoo and students: ready in {time.perf_counter() - t:.0f} s", flush=True)
     return record
 
-def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
-    "summary.md and the HTML report over every notebook with results in `out`: this run's records, then earlier results files."
+def write_reports(nbs_dir, out: Path, params: dict, fresh: dict, run: dict | None = None) -> None:
+    "The record's pages (`report.write_pages`) over every notebook with results in `out`: this run's records, then earlier results files; `run`: what this run recorded about itself, written to `run.json` (the machine, the parameters, the runner's wall times)."
     allrec = []
     for nb in discover(nbs_dir):
         res = out / f"{nb.stem}.json"
@@ -287,28 +292,32 @@ def write_reports(nbs_dir, out: Path, params: dict, fresh: dict) -> None:
             ex = out / "executed" / nb.name
             allrec.append({"name": nb.stem, "notebook": str(nb), "status": "reused", "results": str(res), "wall_time": wt,
                            "executed": str(ex) if ex.exists() else None, "error": None, "cell": None, "cell_source": None})
-    figs = Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures"))
-    from attribkit.papers import PAPERS, registry
-    reg, rs = registry(), {r["name"]: record_results(r) for r in allrec}
-    rows = paper_claim_rows(reg, rs)
-    atomic_write(out / "paper_claims.json", json.dumps(rows, indent=1, ensure_ascii=False) + "\n")
-    pages, groups = {}, {}
-    for r in allrec:    # one page per paper; notebooks of no paper (e.g. test fixtures) on other.md
-        prefix = r["name"].split("_", 1)[0]
-        groups.setdefault(prefix if prefix in reg else "other", []).append(r)
-    for prefix, mine in groups.items():
-        title, pcs = reg.get(prefix, ("Other notebooks", []))
-        pages[prefix] = f"{PAPERS.get(prefix, 'other')}.md"
-        ids = {pc.id for pc in pcs}
-        atomic_write(out / pages[prefix], paper_page(title, [r for r in rows if r["id"] in ids], mine, figs, out))
-    paper_dir = out.parent / "paper"    # paper-scale results kept beside the record (reproduction/paper beside reproduction/cpu)
-    paper = {}
-    for f in sorted(paper_dir.glob("*.json")) if paper_dir.is_dir() and paper_dir != out else []:
-        try: paper[f.stem] = load_results(f)
-        except (ValueError, json.JSONDecodeError): continue
-    zoo = json.loads((out / "zoo.json").read_text()) if (out / "zoo.json").exists() else None
-    atomic_write(out / "summary.md", summary_markdown(allrec, params, reg, paper, pages, zoo))
-    html_report(allrec, params, out, figs)
+    if run is not None: atomic_write(out / "run.json", json.dumps(run, indent=1, ensure_ascii=False) + "\n")
+    write_pages(out, allrec, params, Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures")), run or {"machine": machine()})
+    _update_readme(out)
+
+RECORD = Path("reproduction") / "cpu"   # the committed record, whose results README's table shows
+
+def _update_readme(out: Path) -> None:
+    "README's results at a glance rewritten from `out` when `out` is the committed record."
+    root = repo_root()
+    if Path(out).resolve() == (root / RECORD).resolve() and (root / "README.md").exists(): update_readme(root / "README.md", out)
+
+def rebuild_reports(folder, figures=None) -> list[dict]:
+    "`--report DIR`: rebuild summary.md, the paper pages, the HTML report (and README's results at a glance, for the committed record) from the results in `folder`; nothing runs, and the results, the machine line and the wall times stay as the record has them. Figures: `figures`, else where the run put them (`run.json`), else `<folder>/figures`, else the repository's `figures/`."
+    folder = Path(folder)
+    results, _, run = read_record(folder)
+    if not results: raise FileNotFoundError(f"--report {folder}: no results files (<notebook>.json) there")
+    recs = [{"name": n, "notebook": None, "status": "ok", "results": str(folder / f"{n}.json"), "wall_time": d["wall_time"],
+             "executed": str(ex) if (ex := folder / "executed" / f"{n}.ipynb").exists() else None, "error": None, "cell": None,
+             "cell_source": None} for n, d in results.items()]
+    params = {"scale": ", ".join(sorted({d["scale"] for d in results.values()})), "device": run.get("device", "not recorded"),
+              "seed": run.get("seed", 0), "dry_run": run.get("dry_run", False)}
+    figs = (Path(figures) if figures is not None else folder / run["figures"] if run.get("figures")
+            else folder / "figures" if (folder / "figures").is_dir() else repo_root() / "figures")
+    write_pages(folder, recs, params, figs, run, paper_claims=False)
+    _update_readme(folder)
+    return recs
 
 def _visible_gpu(local_rank: int) -> str | None:
     "The CUDA_VISIBLE_DEVICES entry for a local rank (None without GPUs)."
@@ -449,6 +458,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="pass a notebook parameter, as papermill's -p (VALUE: int, float, True/False, None, else a string); repeatable")
     p.add_argument("--list", action="store_true", help="list the notebooks with their parameters and what paper scale needs, then exit")
     p.add_argument("--copy-notebooks", metavar="DIR", default=None, help="copy the repro notebooks to DIR (to open and edit), then exit")
+    p.add_argument("--report", metavar="DIR", default=None, help="rebuild summary.md, the paper pages and the HTML report from the "
+                   "results in DIR (e.g. reproduction/cpu), running nothing and rewriting no result, then exit")
     p.add_argument("--figures", default=None, help="folder for the notebooks' figures (default: <out>/figures)")
     p.add_argument("--compare", metavar="DIR", default=None, help="after the run, list every claim whose verdict differs from "
                    "the record in DIR (e.g. reproduction/cpu), by notebook and claim key, and every paper claim")
@@ -475,6 +486,10 @@ def _runtime_missing(kernel: bool = True) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     "Console entry point: run the notebooks, print the final table; exit status 1 if any notebook failed."
     a = parse_args(argv)
+    if a.report:
+        try: recs = rebuild_reports(a.report, a.figures)
+        except (FileNotFoundError, ValueError) as e: print(f"attribkit-reproduce: {e}", file=sys.stderr); return 2
+        print(f"rebuilt from {len(recs)} results files in {a.report}: summary.md, the paper pages and html/index.html"); return 0
     if (a.list or not a.copy_notebooks) and _runtime_missing(kernel=not a.list):   # e.g. installed with --no-deps
         print(MISSING_RUNTIME, file=sys.stderr); return 2
     t0 = time.perf_counter()

@@ -1,11 +1,13 @@
-"The committed cpu record: one snapshot, every claim tied to a registry claim, a summary that answers per paper in one screen."
-import json
+"The committed cpu record: one snapshot, every claim tied to a registry claim, a summary that answers per paper in one screen, a README whose results at a glance are the record's."
+import json, re
 from pathlib import Path
-from attribkit.papers import registry
-from attribkit.report import RECORD_FILES
+import mistune
+from attribkit.papers import PAPERS, registry
+from attribkit.report import RECORD_FILES, readme_with_glance
 from attribkit.results import load_results
 
-CPU = Path(__file__).resolve().parents[1] / "reproduction" / "cpu"
+ROOT = Path(__file__).resolve().parents[1]
+CPU = ROOT / "reproduction" / "cpu"
 RESULTS = {p.stem: load_results(p) for p in sorted(CPU.glob("*.json")) if p.name not in RECORD_FILES and not p.name.startswith(".")}
 
 def test_record_is_one_snapshot():
@@ -33,11 +35,47 @@ def test_paper_claims_cover_the_registry():
     assert all(r["evidence"] for r in rows), [r["id"] for r in rows if not r["evidence"]]   # every paper claim is tested somewhere
 
 def test_summary_is_short_and_opens_with_the_papers():
-    "summary.md ≤ 40 KB; its first section after the header is a paper's registry table; each paper has its page."
+    "summary.md ≤ 40 KB; its first section after the header is the papers' overview, then a section per paper; each paper has its page."
     text = (CPU / "summary.md").read_text(encoding="utf-8")
     assert len(text.encode()) <= 40_000, len(text.encode())
-    assert text.split("\n## ", 2)[1].startswith("000 ·")
+    sections = text.split("\n## ")
+    assert sections[1].startswith("The papers\n") and sections[2].startswith("000 ·")
     for prefix, (title, _) in registry().items():
         assert title in text
-    from attribkit.papers import PAPERS
     assert all((CPU / f"{m}.md").exists() for m in PAPERS.values())
+
+
+def _render(md: str) -> str:
+    "Markdown as HTML by a CommonMark renderer with tables (mistune 3, which the HTML report uses)."
+    return mistune.create_markdown(plugins=["table"])(md)
+
+
+def test_summary_answers_every_paper_on_its_first_screen():
+    "Rendered, summary.md opens with the overview within its first 60 lines: one list item per paper, linked to its page, with its verdict counts and a generated answer; no cell of its tables is a wall of text."
+    text = (CPU / "summary.md").read_text(encoding="utf-8")
+    head = "\n".join(text.splitlines()[:60])
+    html = _render(head)
+    overview = html.split("<h2>The papers</h2>", 1)[1].split("</ul>", 1)[0]
+    items = re.findall(r"<li>(.*?)</li>", overview, flags=re.S)
+    assert len(items) == len(PAPERS) == 5, len(items)
+    for (prefix, (title, pcs)), item, module in zip(registry().items(), items, PAPERS.values()):
+        assert f'<a href="{module}.md">' in item and (CPU / f"{module}.md").exists(), item[:120]
+        assert f"{len(pcs)} claims, holds " in item and "<strong>Reproduces:</strong>" in item and "<strong>Does not:</strong>" in item
+    cells = re.findall(r"<td>(.*?)</td>", _render(text), flags=re.S)
+    assert cells and max(len(re.sub(r"<[^>]+>", "", c)) for c in cells) <= 320, max(cells, key=len)
+
+
+def test_record_pages_speak_in_words():
+    "The summary names no notebook claim key (those are on the paper pages), and no page prints a comparison that rounding made false ('0.190 < 0.190')."
+    summary = (CPU / "summary.md").read_text(encoding="utf-8")
+    keys = [f"{nb}:{c['key']}" for nb, d in RESULTS.items() for c in d["claims"]]
+    assert not [k for k in keys if k in summary.replace("\\_", "_")]
+    for page in CPU.glob("*.md"):
+        false = [m.group(0) for m in re.finditer(r"(?<![\d.])(\d+(?:\.\d+)?) \\?< \1(?![\d.])", page.read_text(encoding="utf-8"))]
+        assert not false, (page.name, false[:3])
+
+
+def test_readme_shows_the_records_results():
+    "README's results at a glance are what attribkit.report.update_readme writes from the committed record (rerun `attribkit-reproduce --report reproduction/cpu` after changing the record or the report)."
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme_with_glance(readme, CPU, "reproduction/cpu") == readme

@@ -5,7 +5,7 @@ import pytest
 import attribkit
 from attribkit.claims import claim
 from attribkit.reproduce import main
-from attribkit.results import save_results, validate_results, load_results, table
+from attribkit.results import fmt_value, save_results, validate_results, load_results, table
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -76,7 +76,26 @@ def test_html_report_offline_links(runs):
     h, idx = root / "out" / "html", first["index"]
     assert "src='figures/ok.png'" in idx and (h / "figures" / "ok.png").exists()
     assert "href='ok.html'" in idx and "href='fail.html'" in idx and (h / "ok.html").exists()
-    assert "http" not in idx
+    assert "http" not in idx and idx.index("id='papers'") < idx.index("<nav>") < idx.index("id='notebooks'")
+    page = (h / "ok.html").read_text()
+    assert "<script" not in page and "http" not in page and "value" in page   # nothing from a CDN: no MathJax, no require.js
+
+
+def test_report_rebuilds_the_pages_without_running(runs):
+    "`--report DIR` rewrites summary.md, the pages and the HTML from DIR's results: no notebook runs, every JSON file stays byte for byte, the machine and the runner's times stay as run.json has them."
+    root, _ = runs
+    out = root / "out"
+    before = {p.name: p.read_bytes() for p in out.glob("*.json")}
+    executed = (out / "executed" / "ok.ipynb").stat().st_mtime_ns
+    run = json.loads(before["run.json"])
+    for page in ("summary.md", "other.md", "html/index.html"): (out / page).unlink()
+    assert main(["--report", str(out)]) == 0
+    assert {p.name: p.read_bytes() for p in out.glob("*.json")} == before and (out / "executed" / "ok.ipynb").stat().st_mtime_ns == executed
+    s = (out / "summary.md").read_text()
+    assert f"machine: {run['machine']} · sum of the notebooks' wall times" in s and f"the runner's wall time {run['wall_time'] / 60:.1f} min" in s
+    wall = fmt_value(json.loads(before["ok.json"])["wall_time"])   # the results file's wall time (the fixture records none: "—")
+    assert f"| [ok](other.md#ok) | ok | holds 1 · fails 0 · inconclusive 0 · not evaluable 0 | {wall} |" in s
+    assert (out / "other.md").exists() and (out / "html" / "index.html").exists()
 
 
 def good():
@@ -222,6 +241,16 @@ def test_generated_markdown_has_no_stray_emphasis():
                                                     title="Object coverage of m*_10 (%)")])
     assert _emphasis(md) == [], _emphasis(md)
     assert "DGA(G*I) beats |G*I| and G*I's m*_10" in __import__("mistune").html(md)   # the text survives, unescaped on screen
+
+
+def test_repro_notebooks_maths_reads_offline():
+    "Every inline TeX formula in the repro notebooks' markdown becomes HTML that needs no MathJax: no `$`, backslash or brace left."
+    import re
+    from attribkit.report import tex_to_html
+    nbs = sorted((Path(__file__).resolve().parent.parent / "nbs" / "repro").glob("*.ipynb"))
+    spans = [m for nb in nbs for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "markdown"
+             for m in re.findall(r"<span class='math'>(.*?)</span>", tex_to_html("".join(c["source"])))]
+    assert len(spans) >= 20 and not [s for s in spans if re.search(r"[$\\{}]", s)], spans
 
 
 def test_committed_summary_renders_without_stray_emphasis():

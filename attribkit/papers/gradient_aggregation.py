@@ -102,6 +102,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         _paper_text(TABLE1, ["G×I", "DGA"]),
         _FLIP,
         _CPU + " (dga_table1_local)",
+        headline="DGA beats G×I",
+        paper_effect="LeRF +0.36 … +0.58 AUC, MoRF +0.009 … +0.086 AUC",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/aggregation-gxi",
@@ -112,6 +115,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         _paper_text(TABLE1, ["G×I", "DGA(G×I)"]) + " (the paper's Inception-V3 MoRF contradicts it)",
         _FLIP,
         _CPU + " (dga_table1_local)",
+        headline="aggregation helps: DGA(G×I) beats G×I",
+        paper_effect="LeRF +0.34 … +0.56 AUC, MoRF −0.016 … +0.077 AUC",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/not-relu-alone",
@@ -122,6 +128,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         _paper_text(TABLE2, ["IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA"]),
         _FLIP,
         _CPU + " (dga_table2_ablation)",
+        headline="DGA beats the ReLU variants of IG and Guided IG",
+        paper_effect="LeRF +0.08 … +0.46 AUC, MoRF +0.007 … +0.084 AUC",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/masks-flip",
@@ -131,6 +140,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         _paper_text(TABLE2, ["DGA_W", "DGA_E"]),
         _FLIP + " (WC only vs EPC only)",
         _CPU + " (dga_table2_ablation)",
+        headline="the WC mask wins LeRF, the EPC mask MoRF",
+        paper_effect="LeRF +0.068 … +0.073 AUC, MoRF +0.020 … +0.053 AUC",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/baselines",
@@ -140,6 +152,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         _paper_text(TABLE3, _TABLE3_COLS),
         _FLIP,
         _CPU + " (dga_table3_baselines; G×I in dga_table1_local; LRP with the α1β0 rule: the paper does not name its rule)",
+        headline="DGA beats ten baselines",
+        paper_effect="LeRF −0.025 … +0.58 AUC, MoRF −0.012 … +0.16 AUC",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/n-steps",
@@ -150,6 +165,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         _FLIP + " (N = 30 against N = 1, per q)",
         "cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
         "(dga_fig9_grid)",
+        headline="more steps (N > 1) help at every q",
+        paper_effect="no numbers (a figure)",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/low-q",
@@ -159,6 +177,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "figure only; no numbers",
         _FLIP + " (q = 0.6 against q = 1.0 at N = 30: MoRF lower, LeRF lower)",
         "cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 (dga_fig9_grid)",
+        headline="a low q helps MoRF and costs LeRF",
+        paper_effect="no numbers (a figure)",
+        unit="AUC",
     ),
     PaperClaim(
         "dga/masks-object",
@@ -172,6 +193,9 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         f"{zoo.ZOO['Canvas VGG-16-BN/16'].seeds} seeds, object = the item's silhouette (the canvas's own mask); paper scale: "
         "the torchvision models on ImageNet val, object = the centred half-side square (dga_fig1_ablation; dga_fig8_path "
         "gives diagnostics)",
+        headline="the WC and EPC masks focus on the object",
+        paper_effect="no numbers (a figure)",
+        unit="share of the map",
     ),
 ]
 

@@ -105,6 +105,9 @@ PAPER_CLAIMS = [
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning; the reference code's ranking of [w, b]",
         f"LeNet-300-100 on Fashion-MNIST 28×28: the model zoo's, {zoo.ZOO['LeNet-300-100'].seeds} seeds trained on the full "
         "training split (cpu); the authors' checkpoint (paper scale)",
+        headline="merge beats prune on LeNet-300-100",
+        paper_effect="+0.3 … +13.3 pt (50–80 % pruned)",
+        unit="pt",
     ),
     C.PaperClaim(
         "merging/vgg16-cifar10",
@@ -116,6 +119,9 @@ PAPER_CLAIMS = [
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning",
         f"VGG-16-BN/16 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['VGG-16-BN/16'].seeds} seeds (cpu); "
         "VGG-16-BN on CIFAR-10 (paper scale)",
+        headline="merge beats prune on VGG-16",
+        paper_effect="+4.0 … +5.3 pt (three criteria)",
+        unit="pt",
     ),
     C.PaperClaim(
         "merging/activations",
@@ -127,6 +133,9 @@ PAPER_CLAIMS = [
         f"VGG-16-BN/16 per activation on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['VGG-16-BN/16 tanh'].seeds} seeds, "
         "10 % cut (cpu; the paper cuts 50 %); "
         "VGG-16-BN per activation on CIFAR-10 at 50 % (paper scale)",
+        headline="merging works for six activation functions",
+        paper_effect="+1.4 … +55.1 pt",
+        unit="pt",
     ),
     C.PaperClaim(
         "merging/mobilenet",
@@ -139,6 +148,9 @@ PAPER_CLAIMS = [
         f"MobileNetV1/16 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['MobileNetV1/16'].seeds} seeds, 10/20/30 % "
         "(cpu; the paper cuts 40/50/60 %); "
         "MobileNetV1 on CIFAR-10 at 40/50/60 % (paper scale)",
+        headline="merge beats prune on MobileNetV1",
+        paper_effect="+1.3 … +16.5 pt (40–60 % pruned)",
+        unit="pt",
     ),
     C.PaperClaim(
         "merging/imagenet",
@@ -151,6 +163,9 @@ PAPER_CLAIMS = [
         f"VGG-16-BN/16 ({zoo.ZOO['VGG-16-BN/16'].seeds} seeds) and ResNet-8/2 ({zoo.ZOO['ResNet-8/2'].seeds} seeds) on "
         "Fashion-MNIST 32×32, the model zoo's (cpu; not ImageNet models); "
         "torchvision VGG-16 and ResNet-34 on ImageNet val (paper scale)",
+        headline="merge beats prune on ImageNet networks",
+        paper_effect="top-1 +4.2 … +23.0 pt, top-5 +2.5 … +31.6 pt",
+        unit="pt",
     ),
 ]
 NOTEBOOK_CLAIMS = {

@@ -176,10 +176,13 @@ PAPER_CLAIMS = [
         PAPER,
         "“Variational Saliency Maps for Explaining Model's Behavior” (the title): the map ranks the pixels the classifier relies on "
         "better than other saliency methods",
-        "title and body (the body's comparison is not in the seed: only the appendix is)",
-        "not in the seed",
+        "title and body (the body's comparison is not available: only the appendix is)",
+        "not available (only the appendix is)",
         "deletion AUC ↓, insertion AUC ↑ (RISE's protocol), pointing game ↑ — our choice of metrics",
         _STAND_INS + "; against the best of G×I, DGA, RISE, Grad-CAM and the input intensity, chosen on other test images",
+        headline="VSM maps beat other saliency methods",
+        paper_effect="not available (only the appendix is)",
+        unit="AUC or hit rate",
     ),
     PaperClaim(
         "vsal/mask-keeps-prediction",
@@ -190,16 +193,22 @@ PAPER_CLAIMS = [
         "none (a schematic)",
         "KL(ŷ_origin ‖ ŷ_perturb) ↓ under the hard top-k mask of a sample s, against a random mask of the same size",
         _STAND_INS,
+        headline="VSM's top-k mask keeps the prediction",
+        paper_effect="none (a schematic)",
+        unit="nats of KL",
     ),
     PaperClaim(
         "vsal/uncertainty",
         PAPER,
         "the saliency map is a random variable and the method gives uncertainty over the explanation (the abstract, summarised; "
-        "not in the seed)",
+        "the body is not available)",
         "abstract (OpenReview x2ywTOFM4xt)",
         "none",
         "log(mean ν off the objects / mean ν on them) ↑ per image, 2-px frame excluded — our reading of 'uncertainty'",
         "the zoo's Mosaic VGG-6-BN/2 on fashion_mosaics v2 with per-class masks (cpu; the first seed's VSM); not evaluable on ImageNet (no masks)",
+        headline="ν is higher off the objects than on them",
+        paper_effect="none",
+        unit="log ratio",
     ),
 ]  # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
 
