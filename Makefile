@@ -65,8 +65,9 @@ pytest: $(STAMP)
 slow-tests: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests/
 
+# Two notebooks at a time, each with one torch thread (two threads each would oversubscribe the two cores)
 nbtest: $(STAMP)
-	$(BIN)/nbdev_test --n_workers 2 --timing
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/nbdev_test --n_workers 2 --timing
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

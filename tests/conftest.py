@@ -2,8 +2,17 @@
 
 `make_cnn` / `make_mlp` / `make_linear` / `make_inputs` are plain functions (importable as `from conftest import make_cnn`, for
 module-level helpers and parametrize lists); the fixtures `tiny_cnn`, `tiny_mlp`, `tiny_linear` and `tiny_inputs` return them."""
+import os
 import pytest, torch
 from torch import nn
+
+# One torch thread pool per core, not per worker: `pytest -n 2` on 2 cores with torch's default of one thread per core gives 4
+# threads on 2 cores, and the tiny models' ops then wait on each other's barriers (many times slower). The kernels and subprocesses
+# that tests start inherit OMP_NUM_THREADS; a value already set is kept.
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _workers > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def make_cnn(in_ch: int = 1, width: int = 2, hw: int = 4, classes: int = 3, pool: str | None = None, bias: bool = True,

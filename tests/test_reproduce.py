@@ -10,10 +10,8 @@ from attribkit.results import fmt_value, save_results, validate_results, load_re
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    "Three runs in one temporary root: first (2 jobs), plain rerun, `--force --only ok`; papermill runs `ok` twice."
-    root = tmp_path_factory.mktemp("repro")
+def _three_runs(root: Path) -> list[dict]:
+    "First (2 jobs), plain rerun, `--force --only ok` of the fixture notebooks under `root`: a snapshot of the outputs after each."
     pkg_parent = str(Path(attribkit.__file__).resolve().parent.parent)  # kernels must import this checkout's attribkit
     common = ["--nbs-dir", str(FIXTURES), "--out", "out", "--seed", "3", "--device", "cpu", "--data-root", str(root / "data"),
               "--scale", "cpu"]   # the fixture's claim gets a verdict (at smoke it would be not evaluable)
@@ -31,7 +29,23 @@ def runs(tmp_path_factory):
         snapshot(main(common + ["--jobs", "2"]))
         snapshot(main(common))
         snapshot(main(common + ["--only", "ok", "--force"]))
-    return root, snap
+    return snap
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    "The three runs in one temporary root, made once per session: under xdist the first worker to ask makes them in the workers' common folder, the others wait for it and read its snapshots."
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        root = tmp_path_factory.mktemp("repro")
+        return root, _three_runs(root)
+    from filelock import FileLock
+    root = tmp_path_factory.getbasetemp().parent / "repro"
+    with FileLock(f"{root}.lock"):
+        done = root / "snapshots.json"
+        if not done.exists():
+            root.mkdir()
+            done.write_text(json.dumps(_three_runs(root)))
+    return root, json.loads(done.read_text())
 
 
 def test_summary_lists_both_and_failure_names_cell(runs):
@@ -315,23 +329,26 @@ def test_killed_run_resumes_and_leaves_no_result_of_the_killed_notebook(tmp_path
     (nbs / "c.ipynb").write_text(_repro_nb([save.format("c")]))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
         [str(Path(attribkit.__file__).resolve().parent.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    cmd = [sys.executable, "-m", "attribkit.reproduce", "--nbs-dir", str(nbs), "--out", str(out), "--device", "cpu", "--jobs", "1"]
-    assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
-    hold.touch(); (tmp_path / "b.saved").unlink()
-    p = subprocess.Popen(cmd + ["--force"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        t0 = time.monotonic()
-        while not (tmp_path / "b.saved").exists():             # b's kernel saved b.json and now waits in its last cell
-            assert p.poll() is None and time.monotonic() - t0 < 120, "the run ended before notebook b held"
-            time.sleep(0.05)
-    finally: os.killpg(p.pid, signal.SIGKILL); p.wait()          # the runner and its kernel, as `kill -9` or the OOM killer would
-    state = json.loads((out / ".reproduce-state.json").read_text())
-    assert (state["a"]["status"], state["b"]["status"], state["c"]["status"]) == ("ok", "running", "running")
-    assert not (out / "executed" / "b.ipynb").exists()          # neither the earlier run's copy nor this run's unfinished one
-    for f in out.rglob("*.json"): json.loads(f.read_text())      # every JSON file is whole (parses)
-    a_mtime = (out / "executed" / "a.ipynb").stat().st_mtime_ns
-    hold.unlink()
-    assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
+    argv = ["--nbs-dir", str(nbs), "--out", str(out), "--device", "cpu", "--jobs", "1"]
+    with pytest.MonkeyPatch.context() as mp:   # the full run and the rerun in this process; the killed run in its own
+        mp.setenv("OMP_NUM_THREADS", env["OMP_NUM_THREADS"]); mp.setenv("PYTHONPATH", env["PYTHONPATH"])
+        assert main(argv) == 0
+        hold.touch(); (tmp_path / "b.saved").unlink()
+        p = subprocess.Popen([sys.executable, "-m", "attribkit.reproduce", *argv, "--force"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            t0 = time.monotonic()
+            while not (tmp_path / "b.saved").exists():             # b's kernel saved b.json and now waits in its last cell
+                assert p.poll() is None and time.monotonic() - t0 < 120, "the run ended before notebook b held"
+                time.sleep(0.05)
+        finally: os.killpg(p.pid, signal.SIGKILL); p.wait()          # the runner and its kernel, as `kill -9` or the OOM killer would
+        state = json.loads((out / ".reproduce-state.json").read_text())
+        assert (state["a"]["status"], state["b"]["status"], state["c"]["status"]) == ("ok", "running", "running")
+        assert not (out / "executed" / "b.ipynb").exists()          # neither the earlier run's copy nor this run's unfinished one
+        for f in out.rglob("*.json"): json.loads(f.read_text())      # every JSON file is whole (parses)
+        a_mtime = (out / "executed" / "a.ipynb").stat().st_mtime_ns
+        hold.unlink()
+        assert main(argv) == 0
     summary = out.joinpath("other.md").read_text()
     assert "status: **reused" in summary.split("## a")[1].split("## b")[0]         # a reused
     assert all("status: **ok**" in summary.split(f"## {n}")[1][:200] for n in "bc")  # b and c ran again
