@@ -7,6 +7,7 @@ import attribkit
 from attribkit import data as D
 from attribkit.fake_data import write_fake_data_root
 from attribkit.reproduce import discover, list_notebooks, main
+from attribkit.report import RECORD_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).parent / "fixtures" / "dry_run"
@@ -80,5 +81,5 @@ def test_every_notebook_paper_path_dry_run(tmp_path):
     assert r.returncode == 0, tail
     assert f"{len(notebooks)} notebooks, 0 failed" in r.stdout and len(notebooks) >= 24, tail
     judged = {p.stem: [c["claim"] for c in json.loads(p.read_text())["claims"] if c["verdict"] != "not evaluable"]
-              for p in (tmp_path / "out").glob("*.json") if not p.name.startswith(".") and p.name != "paper_claims.json"}   # results files only
+              for p in (tmp_path / "out").glob("*.json") if not p.name.startswith(".") and p.name not in RECORD_FILES}   # results files only
     assert len(judged) == len(notebooks) and not any(judged.values()), f"verdicts from fake data: { {k: v for k, v in judged.items() if v} }"
