@@ -35,7 +35,7 @@ data:
 	else echo "Fashion-MNIST is missing. As root on Debian/Ubuntu: apt-get install dataset-fashion-mnist;" \
 	  "or put the four idx files in DIR/FashionMNIST/raw and export ATTRIBKIT_DATA=DIR"; exit 1; fi
 
-# The contributor's loop (a few minutes): notebooks ↔ library sync, the fast pytest tier, the notebooks' example-tests
+# The contributor's loop (about 70 s): notebooks ↔ library sync, the fast pytest tier, the notebooks' example-tests
 test: $(STAMP) data sync-check pytest nbtest
 
 # The slower tier (what .ci/run adds after `make test`): tests marked slow (the wheel in a fresh venv, the 24-notebook
