@@ -5,19 +5,21 @@
 # %% ../nbs/19_claims.ipynb #eb7dfc62
 from __future__ import annotations
 import math, re
+from dataclasses import dataclass
 from typing import Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
+__all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'GATING', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
            'check_key', 'claim', 'not_evaluable', 'not_evidence', 'made_not_evaluable', 'run_claims', 'scale_note',
-           'chance_floor', 'at_chance', 'fmt_below', 'chance_reason', 'unit_effects', 'paired', 'mean_se',
-           'count_verdicts', 'PaperClaim', 'paper_verdict']
+           'ClaimSpec', 'gate', 'chance_floor', 'at_chance', 'fmt_below', 'chance_reason', 'unit_effects', 'paired',
+           'mean_se', 'count_verdicts', 'PaperClaim', 'paper_verdict']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
 ROLES = ("evidence", "control", "diagnostic")   # diagnostics are never counted for the paper
-CLAIM_KEYS = ("key", "paper_claim", "role", "claim", "verdict", "effect", "se", "n", "detail")
+CLAIM_KEYS = ("key", "paper_claim", "role", "claim", "verdict", "effect", "se", "n", "detail",
+              "units", "reasons", "gated_by", "configuration")   # the last four: schema 4
 
 def t_crit(n: int) -> float:
     "The two-sided 95 % critical value of Student's t with n − 1 degrees of freedom (4.30 at n = 3, 2.78 at n = 5, → 1.96)."
@@ -48,11 +50,13 @@ def check_key(key) -> str:
 
 def claim(key: str, text: str, effects=None, *, units: str = "images", effect: float | None = None, se: float | None = None,
           n: int | None = None, detail: str = "", not_evaluable: str | None = None, paper_claim: str | None = None,
-          role: str = "evidence") -> dict:
-    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic."
+          role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None) -> dict:
+    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic; `gated_by`: the keys of the controls it needs (see `gate`); `configuration`: for evidence, 'paper' or what differs from the paper's."
     check_key(key)
     if paper_claim is not None: check_key(paper_claim)
     if role not in ROLES: raise ValueError(f"`role` must be one of {ROLES}, got {role!r}")
+    if isinstance(gated_by, str): raise TypeError(f"`gated_by` must be a sequence of control keys, got the string {gated_by!r}; wrap it: [{gated_by!r}]")
+    gated_by = [check_key(k) for k in gated_by]
     if not isinstance(text, str) or not text.strip(): raise ValueError(f"`text` must be a non-empty string, got {text!r}")
     if effects is not None:
         if effect is not None or se is not None or n is not None:
@@ -69,14 +73,15 @@ def claim(key: str, text: str, effects=None, *, units: str = "images", effect: f
     v = verdict(effect, se, n)
     why = not_evaluable or ("" if v != "not evaluable" else f"n = {n} < 2" if n < 2 else "effect or se is not finite")
     if not_evaluable: v = "not evaluable"
-    parts = [f"n = {n} {units}"] + ([f"not evaluable: {why}"] if v == "not evaluable" else []) + ([detail] if detail else [])
-    return {"key": key, "paper_claim": paper_claim, "role": role, "claim": text.strip(), "verdict": v, "effect": _finite(effect), "se": _finite(se), "n": n, "detail": "; ".join(parts)}
+    return {"key": key, "paper_claim": paper_claim, "role": role, "claim": text.strip(), "verdict": v, "effect": _finite(effect),
+            "se": _finite(se), "n": n, "detail": detail, "units": units, "reasons": [why] if v == "not evaluable" else [],
+            "gated_by": gated_by, "configuration": configuration}
 
 def not_evaluable(key: str, text: str, reason: str, n: int = 0, units: str = "seeds", paper_claim: str | None = None,
-                  role: str = "evidence") -> dict:
+                  role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None) -> dict:
     "A claim the run cannot speak to (a model at chance, a collapsed student, …), with the reason."
     return claim(key, text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason,
-                 paper_claim=paper_claim, role=role)
+                 paper_claim=paper_claim, role=role, gated_by=gated_by, configuration=configuration)
 
 DRY_RUN = "dry run: fake data and weights at a tiny budget show that the paper's path runs, not what it measures"
 SMOKE = "smoke scale: built-in toy data show that the code paths run, not what the paper claims"
@@ -86,8 +91,8 @@ def not_evidence(scale: str, dry_run: bool = False) -> str | None:
     return DRY_RUN if dry_run else SMOKE if scale == "smoke" else None
 
 def made_not_evaluable(c: dict, reason: str) -> dict:
-    "Claim `c` made `not evaluable` for `reason` (a control that failed, a stand-in under its floor, …): its key, text, numbers and detail kept, the reason first in the detail."
-    return c if reason in c["detail"] else dict(c, verdict="not evaluable", detail=f"not evaluable: {reason}; {c['detail']}")
+    "Claim `c` made `not evaluable` for `reason` (a control that failed, a stand-in under its floor, …): its key, text, numbers and detail kept, the reason first in its `reasons`."
+    return c if reason in c["reasons"] else dict(c, verdict="not evaluable", reasons=[reason, *c["reasons"]])
 
 def run_claims(claims: Sequence[dict], scale: str, dry_run: bool = False) -> list[dict]:
     "`claims` as a run at `scale` reports them: at smoke and in a dry run each is `not evaluable` with the reason (`SMOKE`, `DRY_RUN`), its text, numbers and detail kept."
@@ -101,6 +106,53 @@ def scale_note(scale: str, dry_run: bool = False) -> str:
     why = not_evidence(scale, dry_run)
     run = f"scale {scale}" + (" (dry run: fake data at a tiny budget)" if dry_run else f", {what}")
     return f"{run}: " + (f"NOT evidence, every claim is not evaluable ({why})" if why else "evidence, claims get verdicts")
+
+# %% ../nbs/19_claims.ipynb #c1a1d5e1
+GATING = ("fails",)   # a control with one of these verdicts makes the claims it gates not evaluable
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    "One claim a paper declares: its `key`, the registry id it serves (`paper_claim`), its `text`, `role`, the `units` of its effects, the keys of the controls that gate it (`gated_by`), the methods it needs by registry name (`needs`) and, for evidence, its `configuration` ('paper', or what differs)."
+    key: str
+    paper_claim: str | None
+    text: str
+    role: str = "evidence"
+    units: str = "seeds"
+    gated_by: tuple = ()
+    needs: tuple = ()
+    configuration: str | None = None
+
+    def __post_init__(self):
+        check_key(self.key)
+        if self.paper_claim is not None: check_key(self.paper_claim)
+        if self.role not in ROLES: raise ValueError(f"`role` must be one of {ROLES}, got {self.role!r}")
+        for f in ("gated_by", "needs"):
+            if not isinstance(getattr(self, f), tuple): raise TypeError(f"`{f}` must be a tuple, got {getattr(self, f)!r}")
+
+    def judge(self, effects=None, **kw) -> dict:
+        "The claim from per-unit `effects` (or `effect`, `se`, `n`), with `detail`, `not_evaluable` or another `units` as `claim` takes them."
+        kw.setdefault("units", self.units)
+        return claim(self.key, self.text, effects, paper_claim=self.paper_claim, role=self.role, gated_by=self.gated_by,
+                     configuration=self.configuration, **kw)
+
+    def missing(self, present) -> dict | None:
+        "The `not evaluable` claim naming the methods of `needs` that are not in `present` (a reader removed them), or None when all are there."
+        gone = [m for m in self.needs if m not in set(present)]
+        if not gone: return None
+        return self.judge(effect=float("nan"), se=float("nan"), n=0, not_evaluable=f"not run: {', '.join(gone)} removed from the methods")
+
+def gate(claims: Sequence[dict]) -> list[dict]:
+    "`claims` with each claim whose `gated_by` names a control of `claims` with a verdict in `GATING`, or one not among `claims`, made `not evaluable` naming it."
+    by_key = {c["key"]: c for c in claims}
+    out = []
+    for c in claims:
+        for k in c["gated_by"]:
+            ctrl = by_key.get(k)
+            if ctrl is None: c = made_not_evaluable(c, f"control {k} was not measured")
+            elif ctrl["verdict"] in GATING: c = made_not_evaluable(c, f"control {k} {ctrl['verdict']}")
+        out.append(c)
+    return out
+
 
 # %% ../nbs/19_claims.ipynb #24997f02
 CHANCE_GAP = 0.1   # a model must close at least this share of the gap from chance (1/K) to perfect accuracy
@@ -162,8 +214,6 @@ def count_verdicts(claims: Sequence[dict]) -> dict:
 
 
 # %% ../nbs/19_claims.ipynb #c20c4b54
-from dataclasses import dataclass
-
 @dataclass(frozen=True)
 class PaperClaim:
     "One claim a paper makes: registry `id`, the paper's words (`claim`, a short quote), its `source` (table, figure, section), the paper's numbers, the primary `metric` with its direction, the `stand_ins` that test it here; for the record's overview a `headline` (the claim in a few words), `paper_effect` (the paper's own numbers on the scale of our effects) and the `unit` of those effects."
@@ -185,14 +235,14 @@ def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
     mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
     ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
     ev = [c for _, c in mine if c["role"] == "evidence"]
-    gated = " ".join(c["detail"] for c in ev if c["verdict"] == "not evaluable")
-    failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] == "fails" and c["key"] not in gated]
+    gated = {k for c in ev if c["verdict"] == "not evaluable" for k in c["gated_by"]}
+    failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] in GATING and c["key"] not in gated]
     k = {v: sum(c["verdict"] == v for c in ev) for v in VERDICTS}
     n = len(ev)
     support = (f"holds on {k['holds']} of {n} evidence claims" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])) if n else "no evidence measured"
     if not n or k["not evaluable"] == n:
         v = "not evaluable"
-        if n: support += f" ({ev[0]['detail']})"
+        if n: support += f" (not evaluable: {'; '.join(ev[0]['reasons'])})"
     elif failed:
         v, support = "not evaluable", f"control {', '.join(failed)} fails; " + support
     elif k["holds"] > (n - k["not evaluable"]) / 2 and not k["fails"]: v = "holds"   # a majority of the evidence that can speak

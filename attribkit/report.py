@@ -94,7 +94,7 @@ def _claims(refs, results: dict) -> list[dict]:
 def _n(cs: list[dict]) -> str:
     "The independent units of claims `cs`: 'n = 3 seeds', 'n = 3–5 seeds'."
     ns = sorted({c["n"] for c in cs})
-    units = {m.group(1).strip() for c in cs if (m := re.match(r"n = \d+ ([^;(]+)", c["detail"]))}
+    units = {c["units"] for c in cs if c["units"]}
     return f"n = {ns[0]}" + (f"–{ns[-1]}" if len(ns) > 1 else "") + (f" {units.pop()}" if len(units) == 1 else "")
 
 def ours_cell(row: dict, results: dict) -> str:
@@ -119,17 +119,13 @@ def _tally(row: dict, results: dict) -> str:
 
 _CONTROL_HEAD = re.compile(r"^[\w -]*?control(?: \([^)]*\))?:\s*", re.I)
 
-def _numbers(c: dict) -> str:
-    "The numbers a claim's detail reports: the detail without its 'n = …' and 'not evaluable: …' parts."
-    return "; ".join(p for p in c["detail"].split("; ") if not re.match(r"n = \d+ ", p) and not p.startswith("not evaluable: "))
-
 def _why_not(row: dict, results: dict) -> str:
     "Why a registry row is not evaluable, in words with the numbers: the control that failed, else its evidence's own reason."
     if row["failed_controls"]:
         c, k = _claims(row["failed_controls"][:1], results)[0], len(row["failed_controls"])
-        what = f"“{_CONTROL_HEAD.sub('', c['claim'])}”" + (f" ({_numbers(c)})" if _numbers(c) else "")
+        what = f"“{_CONTROL_HEAD.sub('', c['claim'])}”" + (f" ({c['detail']})" if c["detail"] else "")
         return readable(f"because its control {what} fails" if k == 1 else f"because {k} of its {len(row['controls'])} controls fail, e.g. {what}")
-    why = [m.group(1) for c in _claims(row["evidence"], results) if (m := re.search(r"not evaluable: ([^;]+)", c["detail"]))]
+    why = [c["reasons"][0] for c in _claims(row["evidence"], results) if c["reasons"]]
     if not why: return "because no notebook of it ran here"
     return readable("because " + re.sub(r" under its floor: ", " is under its floor: ", why[0]))
 
@@ -327,10 +323,6 @@ def paper_value_lines(text: str) -> list[str]:
         else: out.append(f"- {md_escape(clause)}")
     return out
 
-def _units(c: dict) -> str:
-    m = re.match(r"n = \d+ ([^;(]+)", c["detail"])
-    return m.group(1).strip() if m else ""
-
 def claim_details(row: dict, results: dict) -> list[str]:
     "One registry claim on its paper's page: the paper's words, source and metric, its numbers split per model, our evidence and controls one row per comparison (with the notebook claims' keys), and the verdict."
     lines = ["", f"### {md_escape(row['headline'] or row['id'])}", "", f"> {md_escape(row['claim'])}", "",
@@ -342,10 +334,10 @@ def claim_details(row: dict, results: dict) -> list[str]:
         lines += ["", f"| {role} | ours (effect ± se) | n | verdict | measured |", "|---|---|---|---|---|"]
         for ref in refs:
             for c in _claims([ref], results):
-                why = re.search(r"not evaluable: ([^;]+)", c["detail"]) if c["verdict"] == "not evaluable" else None
+                why = c["reasons"][0] if c["reasons"] else None
                 eff = "—" if c["effect"] is None else fmt_effect(c["effect"], c["se"]) + unit
-                lines.append(f"| {md_escape(c['claim'])} `{ref}` | {eff} | {c['n']} {md_escape(_units(c))} | **{c['verdict']}**"
-                             + (f": {md_escape(readable(why.group(1)))}" if why else "") + f" | {md_escape(readable(_numbers(c)))} |")
+                lines.append(f"| {md_escape(c['claim'])} `{ref}` | {eff} | {c['n']} {md_escape(c['units'])} | **{c['verdict']}**"
+                             + (f": {md_escape(readable(why))}" if why else "") + f" | {md_escape(readable(c['detail']))} |")
     return lines + ["", f"Verdict: **{row['verdict']}** ({md_escape(readable(row['support']))})"]
 
 def paper_page(title: str, rows: list[dict], records: list[dict], figures=None, figures_rel_to=".", zoo: dict | None = None) -> str:

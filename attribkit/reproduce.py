@@ -263,21 +263,24 @@ def _zoo_seconds(out: Path) -> dict:
     except (OSError, ValueError, KeyError, TypeError): return {}
 
 def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
-    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, and the seed-000 students distilled from the zoo's teacher (a line per student) in the same workers, queued behind the zoo, on the run's device (`params['device']`; auto: CUDA where there is one); write `<out>/zoo.json`."
-    from attribkit.papers import distillation, zoo
+    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, then each paper's pre-pass (`attribkit.papers.pre_passes`: the distillation students) in the same workers, queued behind the zoo models it needs, on the run's device (`params['device']`; auto: CUDA where there is one); write `<out>/zoo.json`."
+    from attribkit.papers import pre_passes, zoo
     from attribkit.core import resolve_device
     t, root, dev = time.perf_counter(), params["data_root"], str(resolve_device(params.get("device", "cpu")))
     if progress: print(f"zoo: {sum(e.seeds for e in zoo.ZOO.values())} models ({len(zoo.ZOO)} stand-ins), {jobs} at a time", flush=True)
     with zoo.worker_pool(jobs) as pool:   # one pool: no core idles between the zoo's last models and the first students
         runs = zoo.submit_zoo(pool, data_root=root, seconds=_zoo_seconds(out), device=dev)
-        if (distillation.ZOO_TEACHER, 0) in runs: runs[distillation.ZOO_TEACHER, 0].result()   # the students need their teacher
-        students = distillation.submit_students(pool, root)
+        later = []
+        for p in pre_passes():
+            for k in p.needs:
+                if k in runs: runs[k].result()
+            later.append((p, p.submit(pool, root)))
         rows = zoo.zoo_rows([f.result() for f in runs.values()])
         record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=root, device=dev)}
-        if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the seed-000 students go on", flush=True)
-        record["students"] = distillation.student_rows([f.result() for f in students])
+        if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the pre-passes go on ({', '.join(p.key for p, _ in later)})", flush=True)
+        for p, futs in later: record[p.key] = p.rows([f.result() for f in futs])
     atomic_write(out / "zoo.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    if progress: print(f"zoo and students: ready in {time.perf_counter() - t:.0f} s", flush=True)
+    if progress: print(f"zoo and pre-passes: ready in {time.perf_counter() - t:.0f} s", flush=True)
     return record
 
 def write_reports(nbs_dir, out: Path, params: dict, fresh: dict, run: dict | None = None) -> None:

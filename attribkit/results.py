@@ -4,18 +4,19 @@
 
 # %% ../nbs/20a_results.ipynb #f1fa525f
 from __future__ import annotations
-import datetime as _dt, json, math, numbers, os, platform
+import datetime as _dt, json, math, numbers, os, platform, re
 from pathlib import Path
 from .core import atomic_write
 from .claims import CLAIM_KEYS, ROLES, VERDICTS, check_key, count_verdicts, verdict
 
 # %% auto #0
-__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'validate_results', 'code_fingerprint', 'git_commit', 'provenance',
-           'versions', 'save_results', 'load_results', 'figure_path', 'md_escape', 'fmt_claim', 'fmt_value', 'table',
-           'show_table', 'paper_table', 'show_paper_table', 'show_claims', 'save_figure', 'save_figures']
+__all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'upgraded', 'validate_results', 'code_fingerprint', 'git_commit',
+           'provenance', 'versions', 'save_results', 'load_results', 'figure_path', 'md_escape', 'fmt_claim',
+           'fmt_value', 'table', 'show_table', 'paper_table', 'show_paper_table', 'show_claims', 'save_figure',
+           'save_figures']
 
 # %% ../nbs/20a_results.ipynb #95024a68
-SCHEMA_VERSION = 3   # 3: claims carry key, paper_claim and role, and the file its provenance; files of schema 2 are still read
+SCHEMA_VERSION = 4   # 4: claims carry units, reasons, gated_by and configuration as fields; 3: key, paper_claim, role and provenance; 2 and 3 are still read
 SCALES = ("smoke", "cpu", "paper")
 RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra", "provenance")
 
@@ -48,15 +49,44 @@ def _check_cells(cells, key: str, nonempty: bool) -> None:
         if not isinstance(k, str) or not k.strip(): raise ValueError(f"`{key}` has a cell name {k!r}; names must be non-empty strings")
         _check_value(v, f"`{key}[{k!r}]`")
 
+_CLAIM_KEYS_OF = {2: CLAIM_KEYS[3:9], 3: CLAIM_KEYS[:9], 4: CLAIM_KEYS}   # a claim's keys per schema
+
+def _check_links(c: dict, i: int) -> None:
+    "Raise `ValueError` unless claim `c`'s schema-4 fields are well formed: `units` a string, `reasons` the strings that make it not evaluable (none otherwise), `gated_by` control keys, `configuration` null or a string."
+    if not isinstance(c["units"], str): raise ValueError(f"`claims[{i}]['units']` must be a string, got {c['units']!r}")
+    if not isinstance(c["reasons"], list) or not all(isinstance(r, str) and r for r in c["reasons"]):
+        raise ValueError(f"`claims[{i}]['reasons']` must be a list of non-empty strings, got {c['reasons']!r}")
+    if bool(c["reasons"]) != (c["verdict"] == "not evaluable"):
+        raise ValueError(f"`claims[{i}]` is {c['verdict']!r} with reasons {c['reasons']!r}: a claim is not evaluable exactly when it has reasons")
+    if not isinstance(c["gated_by"], list): raise ValueError(f"`claims[{i}]['gated_by']` must be a list of control keys, got {c['gated_by']!r}")
+    for k in c["gated_by"]: check_key(k)
+    if not (c["configuration"] is None or isinstance(c["configuration"], str)):
+        raise ValueError(f"`claims[{i}]['configuration']` must be null or a string ('paper', or what differs), got {c['configuration']!r}")
+
+def upgraded(d: dict) -> dict:
+    "A validated results dict of schema 2 or 3 with its claims in the shape of schema 4: the count's units, the `not evaluable` reasons and the failed controls they name ('control KEY fails') taken out of `detail` into their fields, no `configuration` (the file itself untouched)."
+    if d["schema"] >= 4: return d
+    def up(c):
+        parts = c["detail"].split("; ")
+        m = re.match(r"n = \d+ (.+)", parts[0]) if parts else None
+        units = m.group(1) if m else ""
+        reasons = [p[len("not evaluable: "):] for p in parts if p.startswith("not evaluable: ")]
+        rest = [p for p in parts[1 if m else 0:] if not p.startswith("not evaluable: ")]
+        if c["verdict"] == "not evaluable" and not reasons: reasons = ["not evaluable (no reason recorded)"]
+        return {"key": None, "paper_claim": None, "role": "evidence", **c, "detail": "; ".join(rest), "units": units,
+                "reasons": reasons, "gated_by": [m.group(1) for r in reasons if (m := re.match(r"control (\S+) fails", r))],
+                "configuration": None}
+    return dict(d, claims=[up(c) for c in d["claims"]])
+
 def validate_results(d: dict) -> dict:
-    "Check that `d` follows the results contract (schema 2); return it unchanged or raise `ValueError` naming the key."
+    "Check that `d` follows the results contract (schema 4, or 2 and 3 of older files); return it unchanged or raise `ValueError` naming the key."
     if not isinstance(d, dict): raise ValueError(f"results must be a dict, got {type(d).__name__}")
     keys = RESULT_KEYS if d.get("schema") != 2 else RESULT_KEYS[:-1]
     missing, unknown = [k for k in keys if k not in d], sorted(set(d) - set(keys))
     if missing: raise ValueError(f"results miss the keys {missing}")
     if unknown: raise ValueError(f"results have unknown keys {unknown}; put extra data under `extra`")
-    if d["schema"] not in (2, SCHEMA_VERSION): raise ValueError(f"`schema` must be {SCHEMA_VERSION} (or 2 for a file written before claim keys), got {d['schema']!r}")
-    claim_keys = set(CLAIM_KEYS) - ({"key", "paper_claim", "role"} if d["schema"] == 2 else set())
+    if d["schema"] not in _CLAIM_KEYS_OF: raise ValueError(f"`schema` must be {SCHEMA_VERSION} (or 2, 3 for a file written before), got {d['schema']!r}")
+    claim_keys = set(_CLAIM_KEYS_OF[d["schema"]])
     name = d["name"]
     if not isinstance(name, str) or not name or name != Path(name).name or name.startswith("."):
         raise ValueError(f"`name` must be a plain file stem like 'mia_gxsi', got {name!r}")
@@ -84,6 +114,7 @@ def validate_results(d: dict) -> dict:
             raise ValueError(f"`claims[{i}]['verdict']` {c['verdict']!r} does not follow from effect {c['effect']}, se {c['se']}, "
                              f"n {c['n']}: build claims with attribkit.claims.claim")
         if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")
+        if d["schema"] >= 4: _check_links(c, i)
         if d["scale"] == "smoke" and c["verdict"] != "not evaluable":
             raise ValueError(f"`claims[{i}]['verdict']` is {c['verdict']!r} at scale 'smoke': toy data give no verdicts; "
                              "pass the claims through attribkit.claims.run_claims(claims, scale, dry_run)")
@@ -175,8 +206,8 @@ def save_results(name: str, measured: dict, paper: dict, claims: list, scale: st
     return atomic_write(Path(out_dir) / f"{name}.json", json.dumps(d, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 
 def load_results(path) -> dict:
-    "Read and validate one results file."
-    return validate_results(json.loads(Path(path).read_text(encoding="utf-8")))
+    "Read and validate one results file; an older file's claims come in the shape of this schema (`upgraded`)."
+    return upgraded(validate_results(json.loads(Path(path).read_text(encoding="utf-8"))))
 
 def figure_path(name: str, out_dir="results") -> Path:
     "Where a repro notebook saves figure `name`: `$ATTRIBKIT_FIGURES/<name>.png` when the runner names a figures folder (`--figures`), else `<out_dir>/figures/<name>.png`, beside the run's results (folder created)."
@@ -191,11 +222,12 @@ def md_escape(text) -> str:
     return str(text).translate(_MD_SPECIAL).replace("\n", " ")
 
 def fmt_claim(c: dict, digits: int = 3, markdown: bool = True) -> str:
-    "One line: verdict, claim, effect ± se (n), detail; as markdown (bold verdict, the texts escaped by `md_escape`) or plain text."
+    "One line: verdict, claim, effect ± se (n units), why it is not evaluable, detail; as markdown (bold verdict, the texts escaped by `md_escape`) or plain text."
     eff = "—" if c["effect"] is None else f"{c['effect']:+.{digits}g}" + ("" if c["se"] is None else f" ± {c['se']:.2g}")
-    text, detail = (md_escape(c["claim"]), md_escape(c["detail"])) if markdown else (c["claim"], c["detail"])
+    esc = md_escape if markdown else str
+    notes = [f"not evaluable: {r}" for r in c["reasons"]] + ([c["detail"]] if c["detail"] else [])
     head = f"**{c['verdict']}**" if markdown else c["verdict"]
-    return f"{head} · {text} · {eff} (n = {c['n']})" + (f" · {detail}" if detail else "")
+    return f"{head} · {esc(c['claim'])} · {eff} (n = {c['n']}{' ' + c['units'] if c['units'] else ''})" + "".join(f" · {esc(t)}" for t in notes)
 
 def fmt_value(v, digits: int = 4, decimals: int | None = None) -> str:
     "Format one results value: numbers to `decimals` places if given, else `digits` significant digits; mean ± se/std; '—' if missing."

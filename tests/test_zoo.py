@@ -1,4 +1,5 @@
 "The model zoo's table, its floors and seeds, and how a cpu-tier record writes and shows it (no training here)."
+import dataclasses
 import json
 
 import pytest
@@ -54,7 +55,8 @@ def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
                 for s, v in enumerate([0.89, 0.9])}
     monkeypatch.setattr(zoo, "submit_zoo", submit_zoo)
     monkeypatch.setattr(zoo, "localisation_controls", lambda data_root=None, device="cpu": CONTROLS)
-    monkeypatch.setattr(distillation, "submit_students", lambda pool, data_root=None: [pool.submit(dict, r) for r in STUDENTS])
+    students = lambda pool, data_root=None: [pool.submit(dict, r) for r in STUDENTS]
+    monkeypatch.setattr(distillation, "PRE_PASS", dataclasses.replace(distillation.PRE_PASS, submit=students))
     rec = reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
     on_disk = json.loads((tmp_path / "zoo.json").read_text())
     assert on_disk == rec and on_disk["stand_ins"][0]["value"] == 0.895 and on_disk["localisation_set"] == CONTROLS

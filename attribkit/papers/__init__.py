@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 # %% auto #0
-__all__ = ['PAPERS', 'TITLES', 'registry', 'paper_module', 'paper_files', 'weight_files', 'write_paper_weights']
+__all__ = ['PAPERS', 'TITLES', 'registry', 'paper_module', 'paper_files', 'pre_passes', 'weight_files', 'write_paper_weights']
 
 # %% ../../nbs/papers/00_papers.ipynb #f5515c9d
 PAPERS = {
@@ -50,6 +50,13 @@ def paper_module(notebook: str) -> ModuleType:
 def paper_files(notebook: str) -> list[str]:
     "The paths under `data_root` that `notebook` reads at paper scale (data sets and weight files); [] if it needs none."
     return list(getattr(paper_module(notebook), "PAPER_FILES", {}).get(Path(str(notebook)).stem, []))
+
+
+def pre_passes() -> list:
+    "The `PrePass` each paper module declares (`PRE_PASS`), in the order of `PAPERS`: work its notebooks share, done once before them."
+    return [
+        p for name in PAPERS.values() if (p := getattr(importlib.import_module(f"attribkit.papers.{name}"), "PRE_PASS", None))
+    ]
 
 
 def weight_files() -> list:

@@ -15,8 +15,8 @@ from ..core import atomic_save, resolve_device
 from ..results import SCALES, fmt_claim, md_escape, save_figure, save_figures, save_results
 
 # %% auto #0
-__all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'WeightFile', 'write_weight_files', 'torchvision_model',
-           'torchvision_weights']
+__all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'Setup', 'PrePass', 'WeightFile', 'write_weight_files',
+           'torchvision_model', 'torchvision_weights']
 
 # %% ../../nbs/papers/00a_experiment.ipynb #7ef61db4
 BUDGET_ROWS = (*SCALES, "dry_run")
@@ -116,7 +116,7 @@ def start(
 # %% ../../nbs/papers/00a_experiment.ipynb #408fd67d
 @dataclass
 class Result:
-    "What a protocol step returns: paper-shaped tables (markdown), measured and paper cells, keyed claims, keyed diagnoses, figures and extra data; `show` and `save` are the same for every paper."
+    "What a protocol step returns: paper-shaped tables (markdown), measured and paper cells, keyed claims, keyed diagnoses, figures, extra data (saved) and `raw` measurements (kept in memory for figures and diagnoses); `show` and `save` are the same for every paper."
 
     run: Run
     tables: list = field(default_factory=list)
@@ -127,6 +127,9 @@ class Result:
     figures: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     stand_ins: dict = field(default_factory=dict)
+    raw: dict = field(
+        default_factory=dict, repr=False
+    )  # what the step's figures and diagnoses read (tensors, per-image values); not saved
 
     def claim(self, key: str) -> dict:
         "The claim with `key`; a `KeyError` naming the keys there are."
@@ -211,6 +214,66 @@ def diagnose(result: Result, rules: Mapping[str, Callable[[Result, dict], str]])
             if text:
                 result.diagnoses[c["key"]] = text
     return result.diagnoses
+
+# %% ../../nbs/papers/00a_experiment.ipynb #5e7a0b02
+@dataclass(repr=False)
+class Setup:
+    "What a paper's `setup` returns: the `Run` it serves (never changed) and its stand-ins ({label: {'metric', 'values' (one per seed), 'floor'[, …]}}); a paper subclasses it with its models and data."
+
+    run: Run
+    stand_ins: dict = field(default_factory=dict, kw_only=True)
+
+    @property
+    def seeds(self) -> list[int]:
+        "The run's seeds."
+        return self.run.seeds
+
+    @property
+    def dev(self) -> torch.device:
+        "The run's torch device."
+        return self.run.dev
+
+    def under_floor(self) -> dict:
+        "{stand-in label: why its claims are not evaluable} for the stand-ins under their floor in any seed."
+        out = {}
+        for label, z in self.stand_ins.items():
+            low = [v for v in z.get("values", []) if v < z["floor"]]
+            if low:
+                out[label] = f"{label} under its floor: {z['metric']} {min(low):.3f} < {z['floor']:.2f}" + (
+                    f" in {len(low)} of {len(z['values'])} seeds" if len(z["values"]) > 1 else ""
+                )
+        return out
+
+    def lines(self) -> list[str]:
+        "The paper's own lines of `describe` (its data, images, models); none here."
+        return []
+
+    def describe(self) -> str:
+        "Markdown: the notebook, scale and seeds, the paper's own lines, and each stand-in with its metric per seed against its floor."
+        r = self.run
+        out = [f"**{r.name}** ({r.scale}{', dry run' if r.dry_run else ''}): seeds {self.seeds}", *self.lines()]
+        if self.stand_ins:
+            out += ["", "| stand-in | metric | per seed | floor |", "|---|---|---|---|"]
+            low = self.under_floor()
+            for label, z in self.stand_ins.items():
+                vals = ", ".join(f"{v:.3f}" for v in z.get("values", []))
+                out.append(
+                    f"| {label} | {z['metric']} | {vals} | {z['floor']:.2f}" + (" (**under it**)" if label in low else "") + " |"
+                )
+        return "\n".join(out)
+
+    def _repr_markdown_(self) -> str:
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class PrePass:
+    "Work a paper's notebooks share, done once by the runner before them in the zoo's worker pool: `submit(pool, data_root)` → futures of rows, after the zoo models `needs` ((stand-in, seed) pairs) are trained; `rows(results)` → the entry `key` of the record's `zoo.json`."
+
+    key: str
+    needs: tuple
+    submit: Callable
+    rows: Callable
 
 # %% ../../nbs/papers/00a_experiment.ipynb #3f0b56bd
 @dataclass(frozen=True)
