@@ -16,22 +16,24 @@ __all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'GATING
            'mean_se', 'count_verdicts', 'PaperClaim', 'paper_verdict']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
-VERDICTS = ("holds", "fails", "inconclusive", "not evaluable")
+VERDICTS = ("holds", "fails", "underpowered", "inconclusive", "not evaluable")
 ROLES = ("evidence", "control", "diagnostic")   # diagnostics are never counted for the paper
 CLAIM_KEYS = ("key", "paper_claim", "role", "claim", "verdict", "effect", "se", "n", "detail",
-              "units", "reasons", "gated_by", "configuration")   # the last four: schema 4
+              "units", "reasons", "gated_by", "configuration", "cells", "margin", "paper_effect", "detectable", "fragile")   # from units on: schema 4
 
 def t_crit(n: int) -> float:
     "The two-sided 95 % critical value of Student's t with n − 1 degrees of freedom (4.30 at n = 3, 2.78 at n = 5, → 1.96)."
     from scipy.stats import t
     return float(t.ppf(0.975, n - 1))
 
-def verdict(effect: float, se: float, n: int) -> str:
-    "`holds` if n ≥ 3 and effect > t(0.975, n−1)·se, `fails` if effect < −t·se (n ≥ 2), `inconclusive` otherwise; `not evaluable` if n < 2 or a value is not finite."
+def verdict(effect: float, se: float, n: int, margin: float | None = None, paper_effect: float | None = None) -> str:
+    "`holds` if n ≥ 3 and effect + margin > t(0.975, n−1)·se, `fails` if effect + margin < −t·se (n ≥ 2); otherwise `underpowered` when the effect the test must see (the paper's effect, plus the margin) is at most t·se, else `inconclusive`; `not evaluable` if n < 2 or a value is not finite. `margin` (≥ 0) makes it a non-inferiority test: 'no worse than −margin'."
     if n < 2 or not (math.isfinite(effect) and math.isfinite(se)): return "not evaluable"
-    t = t_crit(n)
-    if n >= 3 and effect > t * se: return "holds"
-    if effect < -t * se: return "fails"
+    if margin is not None and not margin >= 0: raise ValueError(f"`margin` must be a number >= 0 (the loss a parity claim allows), got {margin!r}")
+    t, m = t_crit(n), margin or 0.0
+    if n >= 3 and effect + m > t * se: return "holds"
+    if effect + m < -t * se: return "fails"
+    if (paper_effect is not None or margin is not None) and (paper_effect or 0.0) + m <= t * se: return "underpowered"
     return "inconclusive"
 
 # %% ../nbs/19_claims.ipynb #88c626ae
@@ -50,8 +52,9 @@ def check_key(key) -> str:
 
 def claim(key: str, text: str, effects=None, *, units: str = "images", effect: float | None = None, se: float | None = None,
           n: int | None = None, detail: str = "", not_evaluable: str | None = None, paper_claim: str | None = None,
-          role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None) -> dict:
-    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic; `gated_by`: the keys of the controls it needs (see `gate`); `configuration`: for evidence, 'paper' or what differs from the paper's."
+          role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None, cells: Sequence[str] = (),
+          margin: float | None = None, paper_effect: float | None = None) -> dict:
+    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic; `gated_by`: the keys of the controls it needs (see `gate`); `configuration`: for evidence, 'paper' or what differs from the paper's; `cells`: the measured cells it compares; `margin`: a parity claim's allowed loss (non-inferiority); `paper_effect`: the paper's own effect on this claim's scale (for power). The claim also records `detectable` (t·se, the smallest effect this test could see) and, from per-unit effects, `fragile` (whether leaving out any one unit changes the verdict)."
     check_key(key)
     if paper_claim is not None: check_key(paper_claim)
     if role not in ROLES: raise ValueError(f"`role` must be one of {ROLES}, got {role!r}")
@@ -70,18 +73,32 @@ def claim(key: str, text: str, effects=None, *, units: str = "images", effect: f
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"`n` must be a count >= 0, got {n!r}")
     n, effect, se = int(n), float(effect), float(se)
-    v = verdict(effect, se, n)
+    v = verdict(effect, se, n, margin, paper_effect)
+    fragile = _fragile(e, v, margin, paper_effect) if effects is not None else None
+    detectable = _finite(t_crit(n) * se) if n >= 2 and math.isfinite(se) else None
     why = not_evaluable or ("" if v != "not evaluable" else f"n = {n} < 2" if n < 2 else "effect or se is not finite")
     if not_evaluable: v = "not evaluable"
     return {"key": key, "paper_claim": paper_claim, "role": role, "claim": text.strip(), "verdict": v, "effect": _finite(effect),
             "se": _finite(se), "n": n, "detail": detail, "units": units, "reasons": [why] if v == "not evaluable" else [],
-            "gated_by": gated_by, "configuration": configuration}
+            "gated_by": gated_by, "configuration": configuration, "cells": [str(c) for c in cells], "margin": margin,
+            "paper_effect": paper_effect, "detectable": detectable, "fragile": fragile}
+
+def _fragile(e: np.ndarray, v: str, margin, paper_effect) -> bool | None:
+    "Whether leaving out any one of the per-unit effects `e` changes the verdict `v` (the same rule at n − 1); None below 3 units."
+    e = e[np.isfinite(e)]
+    n = len(e)
+    if n < 3 or v == "not evaluable": return None
+    s, q = e.sum(), (e * e).sum()
+    m = (s - e) / (n - 1)
+    var = np.maximum((q - e * e - (n - 1) * m * m) / (n - 2), 0.0)
+    return any(verdict(float(mi), float(math.sqrt(vi / (n - 1))), n - 1, margin, paper_effect) != v for mi, vi in zip(m, var))
 
 def not_evaluable(key: str, text: str, reason: str, n: int = 0, units: str = "seeds", paper_claim: str | None = None,
-                  role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None) -> dict:
+                  role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None, cells: Sequence[str] = (),
+                  margin: float | None = None, paper_effect: float | None = None) -> dict:
     "A claim the run cannot speak to (a model at chance, a collapsed student, …), with the reason."
-    return claim(key, text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason,
-                 paper_claim=paper_claim, role=role, gated_by=gated_by, configuration=configuration)
+    return claim(key, text, effect=float("nan"), se=float("nan"), n=n, units=units, not_evaluable=reason, paper_claim=paper_claim,
+                 role=role, gated_by=gated_by, configuration=configuration, cells=cells, margin=margin, paper_effect=paper_effect)
 
 DRY_RUN = "dry run: fake data and weights at a tiny budget show that the paper's path runs, not what it measures"
 SMOKE = "smoke scale: built-in toy data show that the code paths run, not what the paper claims"
@@ -112,7 +129,7 @@ GATING = ("fails",)   # a control with one of these verdicts makes the claims it
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    "One claim a paper declares: its `key`, the registry id it serves (`paper_claim`), its `text`, `role`, the `units` of its effects, the keys of the controls that gate it (`gated_by`), the methods it needs by registry name (`needs`) and, for evidence, its `configuration` ('paper', or what differs)."
+    "One claim a paper declares: its `key`, the registry id it serves (`paper_claim`), its `text`, `role`, the `units` of its effects, the keys of the controls that gate it (`gated_by`), the methods it needs by registry name (`needs`), for evidence its `configuration` ('paper', or what differs), for a parity claim its `margin`, and the `paper_effect` on its scale."
     key: str
     paper_claim: str | None
     text: str
@@ -121,6 +138,8 @@ class ClaimSpec:
     gated_by: tuple = ()
     needs: tuple = ()
     configuration: str | None = None
+    margin: float | None = None
+    paper_effect: float | None = None
 
     def __post_init__(self):
         check_key(self.key)
@@ -130,10 +149,10 @@ class ClaimSpec:
             if not isinstance(getattr(self, f), tuple): raise TypeError(f"`{f}` must be a tuple, got {getattr(self, f)!r}")
 
     def judge(self, effects=None, **kw) -> dict:
-        "The claim from per-unit `effects` (or `effect`, `se`, `n`), with `detail`, `not_evaluable` or another `units` as `claim` takes them."
+        "The claim from per-unit `effects` (or `effect`, `se`, `n`), with `detail`, `not_evaluable`, the `cells` it compares or another `units` as `claim` takes them."
         kw.setdefault("units", self.units)
         return claim(self.key, self.text, effects, paper_claim=self.paper_claim, role=self.role, gated_by=self.gated_by,
-                     configuration=self.configuration, **kw)
+                     configuration=self.configuration, margin=self.margin, paper_effect=self.paper_effect, **kw)
 
     def missing(self, present) -> dict | None:
         "The `not evaluable` claim naming the methods of `needs` that are not in `present` (a reader removed them), or None when all are there."

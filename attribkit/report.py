@@ -115,7 +115,7 @@ def _tally(row: dict, results: dict) -> str:
     ev = _claims(row["evidence"], results)
     if not ev: return "not run here"
     k = count_verdicts(ev)
-    return f"{k['holds']} of {len(ev)} hold" + "".join(f", {k[v]} {w}" for v, w in zip(VERDICTS[1:], ("fail", "inconclusive", "not evaluable")) if k[v])
+    return f"{k['holds']} of {len(ev)} hold" + "".join(f", {k[v]} {w}" for v, w in zip(VERDICTS[1:], ("fail", "underpowered", "inconclusive", "not evaluable")) if k[v])
 
 _CONTROL_HEAD = re.compile(r"^[\w -]*?control(?: \([^)]*\))?:\s*", re.I)
 
@@ -365,7 +365,7 @@ def paper_page(title: str, rows: list[dict], records: list[dict], figures=None, 
             head = f"**{md_escape(ids[pid]['headline'] or ids[pid]['claim'])}** (`{pid}`)" if pid in ids else "**not tied to a paper claim**"
             lines += ["", head]
             for role in ("evidence", "control", "diagnostic"):
-                lines += [f"- {role}: {fmt_claim(dict(c, detail=readable(c['detail'])))}" for c in cs if c.get("role", "evidence") == role]
+                lines += [f"- {role}: {fmt_claim(dict(c, detail=readable(c['detail']), reasons=[readable(r) for r in c['reasons']]))}" for c in cs if c.get("role", "evidence") == role]
         diag = d["extra"].get("diagnoses") or {}
         if diag:
             lines += ["", "**Diagnoses** (measured in the same run)"] + [f"- `{k}`: {md_escape(readable(t))}" for k, t in diag.items()]

@@ -62,6 +62,12 @@ def _check_links(c: dict, i: int) -> None:
     for k in c["gated_by"]: check_key(k)
     if not (c["configuration"] is None or isinstance(c["configuration"], str)):
         raise ValueError(f"`claims[{i}]['configuration']` must be null or a string ('paper', or what differs), got {c['configuration']!r}")
+    if not isinstance(c["cells"], list) or not all(isinstance(x, str) for x in c["cells"]):
+        raise ValueError(f"`claims[{i}]['cells']` must be a list of measured cell names, got {c['cells']!r}")
+    for k in ("margin", "paper_effect", "detectable"):
+        if c[k] is not None and (not _is_num(c[k]) or not math.isfinite(c[k])):
+            raise ValueError(f"`claims[{i}]['{k}']` must be a finite number or null, got {c[k]!r}")
+    if c["fragile"] not in (None, True, False): raise ValueError(f"`claims[{i}]['fragile']` must be true, false or null, got {c['fragile']!r}")
 
 def upgraded(d: dict) -> dict:
     "A validated results dict of schema 2 or 3 with its claims in the shape of schema 4: the count's units, the `not evaluable` reasons and the failed controls they name ('control KEY fails') taken out of `detail` into their fields, no `configuration` (the file itself untouched)."
@@ -75,7 +81,7 @@ def upgraded(d: dict) -> dict:
         if c["verdict"] == "not evaluable" and not reasons: reasons = ["not evaluable (no reason recorded)"]
         return {"key": None, "paper_claim": None, "role": "evidence", **c, "detail": "; ".join(rest), "units": units,
                 "reasons": reasons, "gated_by": [m.group(1) for r in reasons if (m := re.match(r"control (\S+) fails", r))],
-                "configuration": None}
+                "configuration": None, "cells": [], "margin": None, "paper_effect": None, "detectable": None, "fragile": None}
     return dict(d, claims=[up(c) for c in d["claims"]])
 
 def validate_results(d: dict) -> dict:
@@ -109,8 +115,9 @@ def validate_results(d: dict) -> dict:
         if not isinstance(c["n"], int) or isinstance(c["n"], bool) or c["n"] < 0:
             raise ValueError(f"`claims[{i}]['n']` must be an integer >= 0, got {c['n']!r}")
         rule = verdict if d["schema"] != 2 else _verdict_2se     # a schema-2 file was judged by the 2·se rule of its time
+        power = (c["margin"], c["paper_effect"]) if d["schema"] >= 4 else ()
         if c["verdict"] != "not evaluable" and (c["effect"] is None or c["se"] is None
-                                                or rule(c["effect"], c["se"], c["n"]) != c["verdict"]):
+                                                or rule(c["effect"], c["se"], c["n"], *power) != c["verdict"]):
             raise ValueError(f"`claims[{i}]['verdict']` {c['verdict']!r} does not follow from effect {c['effect']}, se {c['se']}, "
                              f"n {c['n']}: build claims with attribkit.claims.claim")
         if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")

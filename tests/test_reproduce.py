@@ -52,11 +52,11 @@ def test_summary_lists_both_and_failure_names_cell(runs):
     root, (first, *_) = runs
     s, page = first["summary"], first["page"]                # the fixtures belong to no paper: their page is other.md
     assert "| fail | failed in cell 3: `RuntimeError: fixture failure at seed 3`" in s
-    assert "| [ok](other.md#ok) | ok | holds 1 · fails 0 · inconclusive 0 · not evaluable 0 |" in s
+    assert "| [ok](other.md#ok) | ok | holds 1 · fails 0 · underpowered 0 · inconclusive 0 · not evaluable 0 |" in s
     assert "## ok" in page and "## fail" in page
     # fail.ipynb: cell 0 parameters, 1 markdown, 2 `x = seed + 1`, 3 raises
     assert 'cell 3 (0-based, `raise RuntimeError(f"fixture failure at seed {seed}")`)' in page
-    assert "| value | 0.5 | 0.6 |" in page and "**holds** · measured value below the paper's · +0.1 ± 0.012 (n = 3)" in page
+    assert "| value | 0.5 | 0.6 |" in page and "**holds** · measured value below the paper's · +0.1 ± 0.012 (n = 3 seeds)" in page
     assert "**not tied to a paper claim**" in page
     assert "![ok](figures/ok.png)" in page                    # the figure, linked relative to the page
 
@@ -108,12 +108,12 @@ def test_report_rebuilds_the_pages_without_running(runs):
     s = (out / "summary.md").read_text()
     assert f"machine: {run['machine']} · sum of the notebooks' wall times" in s and f"the runner's wall time {run['wall_time'] / 60:.1f} min" in s
     wall = fmt_value(json.loads(before["ok.json"])["wall_time"])   # the results file's wall time (the fixture records none: "—")
-    assert f"| [ok](other.md#ok) | ok | holds 1 · fails 0 · inconclusive 0 · not evaluable 0 | {wall} |" in s
+    assert f"| [ok](other.md#ok) | ok | holds 1 · fails 0 · underpowered 0 · inconclusive 0 · not evaluable 0 | {wall} |" in s
     assert (out / "other.md").exists() and (out / "html" / "index.html").exists()
 
 
 def good():
-    return {"schema": 3, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
+    return {"schema": 4, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
             "claims": [claim("a-below-paper", "a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
             "created": "2026-01-01T00:00:00+00:00", "extra": {}, "provenance": {"code": "x", "seeds": [0]}}
@@ -137,6 +137,11 @@ def good():
     (lambda d: d["claims"][0].update(se=float("inf")), "finite number or null"),
     (lambda d: d["claims"][0].update(n=2.5), "integer >= 0"),
     (lambda d: d["claims"][0].pop("detail"), "exactly the keys"),
+    (lambda d: d["claims"][0].update(reasons=["a model at chance"]), "exactly when it has reasons"),
+    (lambda d: d["claims"][0].update(gated_by="ctrl"), "['gated_by']"),
+    (lambda d: d["claims"][0].update(fragile="no"), "['fragile']"),
+    (lambda d: d["claims"][0].update(margin=float("nan")), "`margin` must be"),
+    (lambda d: d["claims"][0].update(verdict="underpowered"), "does not follow"),
     (lambda d: d.update(versions={"python": "3"}), "`versions`"),
     (lambda d: d.update(wall_time=-1.0), "`wall_time`"),
     (lambda d: d.update(name="../x"), "`name`"),
