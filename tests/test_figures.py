@@ -46,9 +46,9 @@ def gallery_result(n_images=3, n_methods=8):
     g = torch.Generator().manual_seed(0)
     ys = torch.tensor([9, 2, 1, 0, 3][:n_images])
     mks = {f"method {k}": torch.rand(10, n_images, 1, 32, 32, generator=g) for k in range(n_methods)}
-    return SimpleNamespace(shown=(torch.rand(n_images, 1, 32, 32, generator=g), ys, mks), splits=splits("fashion_mnist"),
-                           model="NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)",
-                           seeds=[0, 1, 2], scale="cpu", iterations=[1, 2, 3, 5, 10])
+    return SimpleNamespace(raw=dict(shown=(torch.rand(n_images, 1, 32, 32, generator=g), ys, mks), splits=splits("fashion_mnist")),
+                           extra=dict(model="NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)",
+                                      iterations=[1, 2, 3, 5, 10]), run=SimpleNamespace(seeds=[0, 1, 2], scale="cpu"))
 
 
 @pytest.mark.parametrize("n_images,n_methods,n_figs", [(3, 8, 3), (5, 4, 3), (1, 11, 2)])
@@ -74,6 +74,7 @@ def test_mia_figure_shares_x_and_keeps_legends_off_the_curves():
     curves = {m: list(np.random.default_rng(k).random(I + 1)) for k, m in enumerate(methods)}
     for dsets in (["cifar10"], ["cifar10", "cifar100"]):
         extra = {"iterations": I, "models": {d: "NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32" for d in dsets},
+                 "method_names": {m: AM.LABELS[m] for m in methods},
                  "curves": {d: curves for d in dsets}, "curves_pred": {d: {"G×SI": curves["G×SI"]} for d in dsets}}
         fig = AM.mia_figure(SimpleNamespace(extra=extra, run=SimpleNamespace(scale="cpu", seeds=[0, 1, 2])))
         assert len({a.get_xlim() for a in fig.axes}) == 1 and fig.axes[0].get_xlim()[1] >= 19   # the paper's 20 iterations

@@ -147,11 +147,12 @@ def test_paper_nib_weights_of_another_architecture_fail_before_training(tmp_path
     "A pre-trained NIB VGG file that holds another model: setup at paper scale fails naming the file instead of loading or training."
     from attribkit.fake_data import write_cifar10
     from attribkit.models import lenet_300_100
+    from attribkit import models as M
     from attribkit.papers import attribution_masks as P
     write_cifar10(tmp_path, n_train=10, n_test=10)
     p = tmp_path / "weights" / P.weights_name("vgg13-6", "cifar10", 0); p.parent.mkdir()
     torch.save(lenet_300_100().state_dict(), p)
-    monkeypatch.setattr(P.M, "train_cached", lambda *a, **k: pytest.fail("trained instead of failing"))
+    monkeypatch.setattr(M, "train_cached", lambda *a, **k: pytest.fail("trained instead of failing"))
     run = P.start("mask_table3_depth", P.BUDGETS, "paper", data_root=tmp_path, device="cpu")
     with pytest.raises(ValueError) as e:
         P.setup(run, {"NIB VGG13-6": dict(cfg="vgg13-6")})
@@ -186,14 +187,13 @@ def test_gallery_steps_on_a_hand_built_setup(tmp_path):
     import matplotlib.pyplot as plt
     from attribkit.papers import attribution_masks as P
     s = tiny_setup(tmp_path)
-    g = P.gallery_masks(s, {"G×SI": "gxsi", "GBP": "gbp", "random (control)": "random"}, iterations=[1, 3], n_scored=8, n_shown=2)
-    res = P.coverage_table(g)
+    res = P.gallery_masks(s, {"G×SI": "gxsi", "GBP": "gbp", "random (control)": "random"}, iterations=[1, 3], n_scored=8, n_shown=2)
     assert list(res.measured) == [f"{m} object coverage of m*_3 (%)" for m in ("G×SI", "GBP", "random (control)")] + \
         [f"NIB VGG16 test accuracy seed {k} (%)" for k in (0, 1, 2)]
     assert [c["key"] for c in res.claims] == ["fig3/gxsi-over-pgxi", "fig3/gxsi-over-gbp", "fig3/gxsi-over-random",
                                               "fig3/gxsi-over-intensity"]
     assert res.claim("fig3/gxsi-over-gbp")["n"] == 3 and res.claim("fig3/gxsi-over-pgxi")["verdict"] == "not evaluable"
-    res.figures["mask_test"] = P.gallery_figures(g)
+    res.figures["mask_test"] = P.gallery_figures(res)
     d = saved(res)
     assert d["name"] == "mask_test" and d["claims"][1]["key"] == "fig3/gxsi-over-gbp" and (tmp_path / "figures").exists()
     plt.close("all")
@@ -208,7 +208,7 @@ def test_mia_step_adapts_to_the_methods_given(tmp_path, capsys):
     assert "identity check skipped: it needs G×I and DL or IG" in capsys.readouterr().out
     assert len(res.claims) == 11 and all(c["key"].endswith("/cifar10") for c in res.claims)
     assert res.claim("mia/c-falls/gbp/cifar10")["n"] == 3
-    assert "PG×I (|∇|⊙z, code) not in this run" in res.claim("mia/c-falls/pgxi/cifar10")["detail"]
+    assert res.claim("mia/c-falls/pgxi/cifar10")["reasons"] == ["not run: pgxi(abs) removed from the methods"]
     assert "G×SI Q3" in res.measured and "G×SI (prediction-targeted) Q3" in res.measured and "DL Q3" not in res.measured
     res2 = P.mia_curves(s, {"G×I": "gxi", "DL": "deeplift", "random (control)": "random"}, iterations=2, n_images=8)
     assert "identity check (not a claim): max |Q(G×I) − Q(DL)| = 0.00 pt" in capsys.readouterr().out
@@ -222,7 +222,7 @@ def test_chance_is_the_shared_rule(tmp_path):
     from attribkit.papers import attribution_masks as P
     methods = {"G×SI": "gxsi", "G×I": "gxi"}
     low = P.mia_curves(tiny_setup(tmp_path, acc=0.15), methods, iterations=2, n_images=8)
-    assert "NIB VGG16 at chance: test accuracy 0.150 < 0.325" in low.claim("mia/b2-gxsi-over-gxi/cifar10")["detail"]
+    assert "NIB VGG16 at chance: test accuracy 0.150 < 0.325" in low.claim("mia/b2-gxsi-over-gxi/cifar10")["reasons"][0]
     many = P.mia_curves(tiny_setup(tmp_path, acc=0.15, num_classes=100), methods, iterations=2, n_images=8)
     assert many.claim("mia/b2-gxsi-over-gxi/cifar10")["n"] == 3
 
@@ -233,7 +233,7 @@ def test_depth_step_on_a_hand_built_setup(tmp_path):
     res = P.depth_curves(s, {"G×SI": "gxsi", "random": "random"}, iterations=3, n_images=8)
     assert [c["key"] for c in res.claims][:3] == ["depth/q1-over-q0/vgg13-6", "depth/qi-over-q0/vgg13-6",
                                                   "depth/over-random/vgg13-6"]
-    assert res.claim("depth/deeper-slower")["detail"].startswith("n = 3 seeds")
+    assert (res.claim("depth/deeper-slower")["n"], res.claim("depth/deeper-slower")["units"]) == (3, "seeds")
     assert "NIB VGG16 random Q3" in res.measured and "NIB VGG13-6 test accuracy (%)" in res.measured
     assert not [c for c in res.claims if "/vgg16" in c["key"]], "NIB VGG16's rise is mask_table2_mia's claim, not repeated here"
     no_random = P.depth_curves(s, {"G×SI": "gxsi"}, iterations=3, n_images=8)
@@ -253,10 +253,10 @@ def test_students_step_on_a_hand_built_setup(tmp_path, monkeypatch):
     res = P.train_students(s, students, arms, control_arms=["random w/ i=3"], n_train=16, n_test=8)
     assert set(res.extra["accuracy"]["WRN-10-2"]) == {"w/o", "w/ i=3"}
     assert "NIB VGG13-6 random w/ i=3" in res.measured and "WRN-10-2 random w/ i=3" not in res.measured
-    assert "arm w/ i=10 not trained for NIB VGG13-6" in res.claim("students/masked-over-plain/vgg13-6/i10")["detail"]
+    assert "arm w/ i=10 not trained for NIB VGG13-6" in res.claim("students/masked-over-plain/vgg13-6/i10")["reasons"][0]
     # one epoch on 16 images teaches the tiny students nothing: the shared chance rule makes their claims not evaluable,
     # and the diagnosis says the student did not learn
-    assert "NIB VGG13-6 (arms w/ i=3, random w/ i=3) at chance" in res.claim("students/over-random/vgg13-6")["detail"]
+    assert "NIB VGG13-6 (arms w/ i=3, random w/ i=3) at chance" in res.claim("students/over-random/vgg13-6")["reasons"][0]
     assert "is at chance on the plain data too" in res.diagnoses["students/over-random/vgg13-6"]
     d = saved(res)
     assert d["extra"]["student_train_images"] == 16
@@ -293,7 +293,7 @@ def all_step_claims(tmp_path, monkeypatch) -> dict:
     students = {"NIB VGG13-6": (M.nib_vgg, dict(cfg="vgg13-6", num_classes=4, input_size=8, width=8, hidden=32, dropout=0.0,
                                                 init="kaiming")),
                 "WRN-10-2": (M.wrn, dict(depth=10, widen=1, num_classes=4, in_channels=3, width=8))}
-    return {"mask_fig3_gallery": P.coverage_table(g),
+    return {"mask_fig3_gallery": g,
             "mask_table2_mia": P.mia_curves(s, mia, iterations=3, pred_methods={"G×SI": "gxsi"}, n_images=8),
             "mask_table3_depth": P.depth_curves(tiny_setup(tmp_path, names=list(P.DEPTH_CFGS)),
                                                 {"G×SI": "gxsi", "random": "random"}, iterations=2, n_images=8),
@@ -401,7 +401,7 @@ def test_cpu_setup_takes_the_zoo_stand_ins_and_their_floors(monkeypatch):
     assert why.endswith("in 1 of 3 seeds")
     res = am.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi"}, iterations=2, n_images=4)
     assert res.claim("mia/b2-gxsi-over-gxi/cifar10")["verdict"] == "not evaluable"
-    assert "under its floor" in res.claim("mia/b2-gxsi-over-gxi/cifar10")["detail"]
+    assert "under its floor" in res.claim("mia/b2-gxsi-over-gxi/cifar10")["reasons"][0]
     assert res.extra["zoo"] == {s.stand_in(): dict(zoo="NIB VGG16/16", stands_for="NIB VGG16", data="Fashion-MNIST 32×32",
                                                    seeds=[0, 1, 2], values=[0.9, 0.85, 0.9], floor=0.88,
                                                    metric="top-1 test accuracy, full test split")}
@@ -424,8 +424,10 @@ def test_cpu_setup_takes_only_zoo_models_with_the_zoo_seeds(monkeypatch):
     assert s.stand_in("NIB VGG16 + BNB") == "NIB VGG16/16 + BNB on Fashion-MNIST 32×32 (stand-in for NIB VGG16 + BNB on CIFAR-10)"
 
 
-def test_cpu_dry_run_trains_the_zoo_config_on_a_few_images_never_the_zoo(tmp_path, monkeypatch):
+def test_cpu_dry_run_runs_the_paper_protocol_never_the_zoo(tmp_path, monkeypatch):
+    "A dry run at any scale runs the paper's protocol (the `dry_run` row of BUDGETS): never the zoo; the paper's data under data_root, the paper's NIB VGG trained on its few images."
     from attribkit import models as M
+    from attribkit.fake_data import write_cifar10
     from attribkit.papers import attribution_masks as am, zoo
     from attribkit.papers.experiment import start
     monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path / "cache"))
@@ -434,9 +436,24 @@ def test_cpu_dry_run_trains_the_zoo_config_on_a_few_images_never_the_zoo(tmp_pat
     monkeypatch.setattr(zoo, "get", lambda *a, **k: pytest.fail("a dry run called the zoo"))
     seen = []
     monkeypatch.setattr(M, "train", lambda model, data, **k: seen.append(len(data)) or train(model, data, **k))
-    s = am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu", dry_run=True))
+    with pytest.raises(FileNotFoundError, match="data_root"):
+        am.setup(start("mask_table3_depth", am.BUDGETS, "cpu", device="cpu", dry_run=True))
+    write_cifar10(tmp_path, n_train=20, n_test=10)
+    s = am.setup(start("mask_table3_depth", am.BUDGETS, "cpu", device="cpu", dry_run=True, data_root=tmp_path), {"NIB VGG13-6": dict(cfg="vgg13-6")},
+                 ["cifar10"])
     assert seen == [16] and s.trained == {} and len(s.splits["cifar10"].test) == 4
-    assert s.models["cifar10", "NIB VGG16", 0].features[0].in_channels == 1
+    assert s.models["cifar10", "NIB VGG13-6", 0].features[0].in_channels == 3 and s.stand_in("NIB VGG13-6") == "NIB VGG13-6 on CIFAR-10"
+
+
+def test_setup_honours_or_rejects_the_data_sets(monkeypatch):
+    "Below the paper's data one stand-in data set stands for one paper data set: two are rejected, not silently cut to one."
+    from attribkit.papers import attribution_masks as am
+    from attribkit.papers.experiment import start
+    calls = fake_zoo(monkeypatch)
+    with pytest.raises(ValueError, match="`datasets` must be one data set"):
+        am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu"), am.NIB16, ["cifar10", "cifar100"])
+    assert calls == []
+    assert am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu"), am.NIB16, ["cifar100"]).datasets == ["cifar100"]
 
 
 def test_students_rest_on_the_teacher_and_its_floor(tmp_path, monkeypatch):
@@ -451,6 +468,28 @@ def test_students_rest_on_the_teacher_and_its_floor(tmp_path, monkeypatch):
                                                 init="kaiming"))}
     res = P.train_students(s, students, {"w/o": None, "w/ i=3": ("gxsi", 3, "label")}, n_train=16, n_test=8)
     c = res.claim("students/masked-over-plain/vgg13-6/i3")
-    assert c["verdict"] == "not evaluable" and "the teacher NIB VGG16 under its floor: top-1 test accuracy 0.8" in c["detail"]
+    assert c["verdict"] == "not evaluable" and "the teacher NIB VGG16 under its floor: top-1 test accuracy 0.8" in c["reasons"][0]
     assert res.extra["teacher_accuracy"] == {"0": 0.8, "1": 0.8} and set(res.extra["teacher_accuracy_student_test"]) == {"0", "1"}
     assert res.extra["zoo"][s.stand_in()]["values"] == [0.8, 0.8]
+
+
+def test_a_renamed_notebook_without_a_method_keeps_its_claims_not_evaluable(tmp_path, monkeypatch):
+    "A copy of mask_fig3_gallery under another name, its GBP line removed, runs at smoke: the claim on GBP stays, not evaluable, naming the method."
+    import json
+    from pathlib import Path
+    import papermill as pm
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    nb = json.loads((root / "nbs" / "repro" / "mask_fig3_gallery.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "methods = {" in "".join(c["source"]))
+    lines = [l for l in cell["source"] if not l.lstrip().startswith('"GBP":')]
+    assert len(lines) == len(cell["source"]) - 1, "the method list no longer has one GBP line"
+    cell["source"] = lines
+    edited = tmp_path / "my_gallery_without_gbp.ipynb"
+    edited.write_text(json.dumps(nb))
+    pm.execute_notebook(str(edited), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", out_dir=str(tmp_path), device="cpu"),
+                        kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    d = json.loads(next(tmp_path.glob("*.json")).read_text())
+    c = {c["key"]: c for c in d["claims"]}["fig3/gxsi-over-gbp"]
+    assert c["verdict"] == "not evaluable" and "not run: gbp removed from the methods" in c["reasons"]
+    assert not any(k.startswith("GBP ") for k in d["measured"]) and "G×SI object coverage of m*_10 (%)" in d["measured"]
