@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'GATING', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
            'check_key', 'claim', 'not_evaluable', 'not_evidence', 'made_not_evaluable', 'run_claims', 'scale_note',
            'ClaimSpec', 'gate', 'chance_floor', 'at_chance', 'fmt_below', 'chance_reason', 'unit_effects', 'paired',
-           'mean_se', 'count_verdicts', 'PaperClaim', 'paper_verdict']
+           'mean_se', 'count_verdicts', 'PaperClaim', 'Caveat', 'paper_verdict', 'check_distinct']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "underpowered", "inconclusive", "not evaluable")
@@ -125,7 +125,7 @@ def scale_note(scale: str, dry_run: bool = False) -> str:
     return f"{run}: " + (f"NOT evidence, every claim is not evaluable ({why})" if why else "evidence, claims get verdicts")
 
 # %% ../nbs/19_claims.ipynb #c1a1d5e1
-GATING = ("fails",)   # a control with one of these verdicts makes the claims it gates not evaluable
+GATING = ("fails", "underpowered", "inconclusive", "not evaluable")   # a control must hold: any other verdict makes what it gates not evaluable
 
 @dataclass(frozen=True)
 class ClaimSpec:
@@ -246,28 +246,63 @@ class PaperClaim:
     headline: str = ""
     paper_effect: str = ""
     unit: str = ""
+    design_check: bool = False   # a check of this implementation's design, not a claim the paper makes: listed apart, never tallied
 
     def __post_init__(self): check_key(self.id)
 
+@dataclass(frozen=True)
+class Caveat:
+    "A measured number that qualifies registry claim `claim`'s verdict on the first screen: the notebook claim `key` of `notebook` (any role) whose effect ± se it quotes after `text` (e.g. 'needs the label: label-free')."
+    claim: str
+    notebook: str
+    key: str
+    text: str
+
+    def __post_init__(self): check_key(self.claim); check_key(self.key)
+
+def _vote(ev: list[dict]) -> tuple[str, dict]:
+    "The verdict of evidence claims `ev` and their counts: `holds` on a majority of those that can speak and no `fails`, `fails` on a majority, `underpowered` when at least half could not see the paper's effect, else `inconclusive`; `not evaluable` when none can speak."
+    k = {v: sum(c["verdict"] == v for c in ev) for v in VERDICTS}
+    speak = len(ev) - k["not evaluable"]
+    if not speak: return "not evaluable", k
+    if k["holds"] > speak / 2 and not k["fails"]: return "holds", k
+    if k["fails"] > speak / 2: return "fails", k
+    return ("underpowered" if k["underpowered"] >= speak / 2 else "inconclusive"), k
+
+def _counts(k: dict, n: int) -> str:
+    return f"holds on {k['holds']} of {n}" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])
+
 def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
-    "The registry row of `pc`: its verdict and support from the (notebook, claim) pairs whose `paper_claim` is its id, and the `notebook:key` of its evidence, controls, diagnostics and of the controls whose failure makes it not evaluable."
+    "The registry row of `pc` from the (notebook, claim) pairs whose `paper_claim` is its id: judged on the evidence at the paper's configuration only (other configurations shown beside, never counted; a piece whose configuration is not stated counts as the paper's and says so); `not evaluable` when a control it needs does not hold (one that gates no evidence claim gates the whole claim) or no evidence at the paper's configuration can speak; `fragile` when a counted piece is; the `notebook:key` of its evidence, controls, diagnostics and failed controls."
     mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
     ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
     ev = [c for _, c in mine if c["role"] == "evidence"]
+    at_paper = [c for c in ev if c["configuration"] in ("paper", None)]   # None: not yet stated, taken at its word (shown as such)
     gated = {k for c in ev if c["verdict"] == "not evaluable" for k in c["gated_by"]}
     failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] in GATING and c["key"] not in gated]
-    k = {v: sum(c["verdict"] == v for c in ev) for v in VERDICTS}
-    n = len(ev)
-    support = (f"holds on {k['holds']} of {n} evidence claims" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])) if n else "no evidence measured"
-    if not n or k["not evaluable"] == n:
-        v = "not evaluable"
-        if n: support += f" (not evaluable: {'; '.join(ev[0]['reasons'])})"
-    elif failed:
-        v, support = "not evaluable", f"control {', '.join(failed)} fails; " + support
-    elif k["holds"] > (n - k["not evaluable"]) / 2 and not k["fails"]: v = "holds"   # a majority of the evidence that can speak
-    elif k["fails"] > (n - k["not evaluable"]) / 2: v = "fails"
-    else: v = "inconclusive"
+    v, k = _vote(at_paper)
+    other_v, other_k = _vote([c for c in ev if c["configuration"] not in ("paper", None)])
+    support = (f"{_counts(k, len(at_paper))} evidence claims at the paper's configuration" if at_paper
+               else "no evidence at the paper's configuration")
+    if len(at_paper) < len(ev): support += f"; at other configurations (not counted): {_counts(other_k, len(ev) - len(at_paper))}"
+    if at_paper and v == "not evaluable": support += f" (not evaluable: {'; '.join(at_paper[0]['reasons'])})"
+    if failed:
+        v, support = "not evaluable", f"control {', '.join(failed)} does not hold; " + support
+    counted = [c for c in at_paper if c["verdict"] in ("holds", "fails")]
     return {**{f: getattr(pc, f) for f in ("id", "paper", "claim", "source", "paper_value", "metric", "stand_ins", "headline",
-                                          "paper_effect", "unit")},
-            "verdict": v, "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic"),
+                                          "paper_effect", "unit", "design_check")},
+            "verdict": v, "other_verdict": None if len(at_paper) == len(ev) else other_v,
+            "fragile": any(c["fragile"] for c in counted) if v in ("holds", "fails") else None,
+            "support": support, "evidence": ref("evidence"), "controls": ref("control"), "diagnostics": ref("diagnostic"),
             "failed_controls": failed}
+
+def check_distinct(claims: Sequence[tuple[str, dict]]) -> None:
+    "Raise `ValueError` when evidence claims of two different registry claims rest on the same measured cells (merge the two, or make one test what differs)."
+    seen = {}
+    for nb, c in claims:
+        if c["role"] != "evidence" or not c["cells"]: continue
+        cells = (nb, tuple(sorted(c["cells"])))
+        other = seen.setdefault(cells, (c["paper_claim"], c["key"]))
+        if other[0] != c["paper_claim"]:
+            raise ValueError(f"registry claims {other[0]!r} and {c['paper_claim']!r} rest on the same measurement ({nb}: {list(cells[1])}, "
+                             f"claims {other[1]!r} and {c['key']!r}): merge them, or make one test what differs")

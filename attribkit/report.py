@@ -7,16 +7,16 @@ from __future__ import annotations
 import html, json, math, os, re, shutil
 from pathlib import Path
 from .core import atomic_write
-from .claims import VERDICTS, count_verdicts, paper_verdict
+from .claims import VERDICTS, check_distinct, count_verdicts, paper_verdict
 from .results import fmt_claim, fmt_value, load_results, md_escape, table
 
 # %% auto #0
 __all__ = ['RECORD_FILES', 'README_MARKS', 'machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files',
            'paper_claim_rows', 'se_decimals', 'fmt_effect', 'readable', 'ours_cell', 'paper_answer', 'paper_overview',
-           'papers_run', 'stand_ins', 'stand_ins_line', 'claims_table', 'students_table', 'zoo_table', 'run_line',
-           'summary_markdown', 'paper_value_lines', 'claim_details', 'paper_page', 'compare_records', 'tex_to_html',
-           'notebook_html', 'html_report', 'recorded_run', 'read_record', 'readme_glance', 'readme_with_glance',
-           'update_readme', 'write_pages', 'terminal_table']
+           'papers_run', 'stand_ins', 'stand_ins_line', 'paper_scale_rows', 'tested_at', 'caveat_cell', 'claims_table',
+           'students_table', 'zoo_table', 'run_line', 'summary_markdown', 'paper_value_lines', 'claim_details',
+           'paper_page', 'compare_records', 'tex_to_html', 'notebook_html', 'html_report', 'recorded_run',
+           'read_record', 'readme_glance', 'readme_with_glance', 'update_readme', 'write_pages', 'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -56,8 +56,9 @@ def _counts_line(rows: list[dict]) -> str:
 def paper_claim_rows(registry: dict, results: dict) -> list[dict]:
     "The rows of `paper_claims.json`: each registry claim (`registry`: prefix → (title, [PaperClaim])) with its verdict from the notebook claims of `results` (name → results dict)."
     pairs = [(name, c) for name, d in results.items() if d for c in d["claims"]]
-    return [paper_verdict(pc, [(n, c) for n, c in pairs if n.split("_", 1)[0] == prefix])
-            for prefix, (_, pcs) in registry.items() for pc in pcs]
+    mine = {prefix: [(n, c) for n, c in pairs if n.split("_", 1)[0] == prefix] for prefix in registry}
+    for ps in mine.values(): check_distinct(ps)
+    return [paper_verdict(pc, mine[prefix]) for prefix, (_, pcs) in registry.items() for pc in pcs]
 
 RECORD_FILES = ("paper_claims.json", "zoo.json", "run.json")   # the record's JSON files that are not a notebook's results
 
@@ -146,7 +147,7 @@ def paper_overview(registry: dict, rows: list[dict], results: dict, links: dict 
     "Every paper as one list item: its title (linked where `links` has its prefix), its claims' verdict counts and the one-line answer of `paper_answer`; the papers none of whose notebooks ran, in one last item."
     links, out, idle = links or {}, [], []
     for prefix, (title, pcs) in registry.items():
-        mine = [r for r in rows if r["id"] in {pc.id for pc in pcs}]
+        mine = [r for r in rows if r["id"] in {pc.id for pc in pcs} and not r["design_check"]]
         if not any(r["evidence"] for r in mine): idle.append(md_escape(title)); continue
         t = f"[{md_escape(title)}]({links[prefix]})" if prefix in links else md_escape(title)
         out.append(f"- **{t}**: {len(mine)} claims, {_counts_line(mine)}. {paper_answer(mine, results)}")
@@ -181,11 +182,40 @@ def stand_ins_line(sis: list[dict]) -> str:
     return "; ".join(f"{m}: " + ", ".join(md_escape(f"{s['name']} {100 * s['value']:.1f} %" + (f" (for {s['for']})" if s["for"] and s["for"] != s["name"] else ""))
                                          for s in ss) for m, ss in by.items())
 
-def claims_table(rows: list[dict], results: dict) -> str:
-    "A paper's registry claims as compact markdown rows: the claim in a few words, the paper's effect, ours (effect ± se, unit, n), the verdict and how its evidence voted."
-    out = ["| claim | paper | ours (effect ± se) | verdict |", "|---|---|---|---|"]
-    out += [f"| {md_escape(r['headline'] or r['claim'])} | {md_escape(r['paper_effect'] or r['paper_value'])} | {md_escape(ours_cell(r, results))} "
-            f"| **{r['verdict']}**: {_tally(r, results)} |" for r in rows]
+def paper_scale_rows(registry: dict, paper_results: dict | None) -> dict:
+    "{registry id: [(results name, its row)]} from the paper-scale results files (the papers' data, the authors' checkpoints), for the rows with evidence there."
+    out = {}
+    for name, d in (paper_results or {}).items():
+        for r in paper_claim_rows(registry, {d["name"]: d}):
+            if r["evidence"]: out.setdefault(r["id"], []).append((name, r))
+    return out
+
+def tested_at(row: dict, results: dict) -> str:
+    "Where a registry row's evidence ran: 'paper' (the paper's configuration), what differs for the pieces that did not, or both."
+    confs = list(dict.fromkeys(c["configuration"] or "not stated" for c in _claims(row["evidence"], results)))
+    other = [c.removeprefix("other: ") for c in confs if c != "paper"]
+    if not confs: return "—"
+    return ("paper" if "paper" in confs else "") + (" · also " if "paper" in confs and other else "") + "; ".join(other)
+
+def caveat_cell(cvs: list, results: dict) -> str:
+    "The measured numbers that qualify a verdict (`attribkit.claims.Caveat`s): each one's words and its claim's effect ± se, its verdict."
+    out = []
+    for cv in cvs:
+        for c in (results.get(cv.notebook) or {"claims": []})["claims"]:
+            if c["key"] == cv.key and c["effect"] is not None:
+                out.append(f"{cv.text} {fmt_effect(c['effect'], c['se'])} ({c['verdict']})")
+    return "; ".join(out)
+
+def claims_table(rows: list[dict], results: dict, paper_rows: dict | None = None, caveats=()) -> str:
+    "A paper's registry claims as compact markdown rows: the claim in a few words, the paper's effect, ours (effect ± se, unit, n), where it was tested, the verdict (fragile where one unit decides it) with how its evidence voted, the verdict at paper scale where one exists (`paper_rows`: id → [(results name, row)]), and the measured caveats (`caveats`: `Caveat`s)."
+    paper_rows = paper_rows or {}
+    out = ["| claim | paper | ours (effect ± se) | tested at | verdict | paper scale | caveats |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ps = "; ".join(f"**{p['verdict']}** ({md_escape(n)})" for n, p in paper_rows.get(r["id"], [])) or "—"
+        cv = caveat_cell([c for c in caveats if c.claim == r["id"]], results)
+        out.append(f"| {md_escape(r['headline'] or r['claim'])} | {md_escape(r['paper_effect'] or r['paper_value'])} | {md_escape(ours_cell(r, results))} "
+                   f"| {md_escape(tested_at(r, results))} | **{r['verdict']}**{' (fragile)' if r['fragile'] else ''}: {_tally(r, results)} "
+                   f"| {ps} | {md_escape(cv) or '—'} |")
     return "\n".join(out)
 
 # %% ../nbs/20b_report.ipynb #a1c0e006
@@ -259,15 +289,18 @@ def run_line(run: dict, records: list[dict]) -> str:
     return line
 
 def summary_markdown(records: list[dict], params: dict, registry: dict | None = None, paper_results: dict | None = None,
-                     pages: dict | None = None, zoo: dict | None = None, run: dict | None = None) -> str:
-    "`summary.md`: the papers at a glance (the first screen), per paper its claims as compact rows and its stand-ins, the zoo, the paper-scale results, then a line per notebook; `pages`: prefix → the paper's page, `zoo`: `zoo.json`, `run`: what the runner recorded (machine, times)."
-    registry, pages, run = registry or {}, pages or {}, run or {}
+                     pages: dict | None = None, zoo: dict | None = None, run: dict | None = None, caveats: dict | None = None) -> str:
+    "`summary.md`: the papers at a glance (the first screen: the papers' claims only, design checks apart), per paper its claims as compact rows (with the paper-scale verdict and the measured caveats, `caveats`: prefix → `Caveat`s) and its stand-ins, the zoo, the paper-scale results, then a line per notebook; `pages`: prefix → the paper's page, `zoo`: `zoo.json`, `run`: what the runner recorded (machine, times)."
+    registry, pages, run, caveats = registry or {}, pages or {}, run or {}, caveats or {}
     rs = {r["name"]: record_results(r) for r in records}
-    rows = paper_claim_rows(registry, rs)
+    rows, prow = paper_claim_rows(registry, rs), paper_scale_rows(registry, paper_results)
+    checks = [r for r in rows if r["design_check"] and r["evidence"]]
     ok = sum(r["status"] != "failed" for r in records)
     lines = ["# Reproduction record", "",
              f"The papers' claims, tested on small stand-ins (scale `{params['scale']}`{_DRY_MD if params.get('dry_run') else ''}): "
-             f"**{_counts_line([r for r in rows if r['evidence']])}** · {ok}/{len(records)} notebooks ran · random {_seeds(list(rs.values()))} · "
+             f"**{_counts_line([r for r in rows if r['evidence'] and not r['design_check']])}**"
+             + (f" (and {len(checks)} design checks of this implementation: {_counts_line(checks)})" if checks else "")
+             + f" · {ok}/{len(records)} notebooks ran · random {_seeds(list(rs.values()))} · "
              f"device `{params['device']}` · {_snapshot(list(rs.values()))}", "",
              "## The papers", "", paper_overview(registry, rows, rs, pages), "",
              "A paper's claim **holds** when it holds on a majority of its evaluable comparisons and fails on none; a comparison holds at "
@@ -276,10 +309,13 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
              "evaluable**. The numbers behind every verdict, with the notebook claims' keys, are on each paper's page.", "",
              run_line(run, records)]
     for prefix, (title, pcs) in papers_run(registry, rows).items():
-        mine = [r for r in rows if r["id"] in {pc.id for pc in pcs}]
+        ids = {pc.id for pc in pcs}
+        mine, own_checks = [r for r in rows if r["id"] in ids and not r["design_check"]], [r for r in checks if r["id"] in ids]
         link = f" · [the paper's page]({pages[prefix]})" if prefix in pages else ""
-        sis = stand_ins(mine, rs, zoo)
-        lines += ["", f"## {md_escape(title)}", "", f"{len(mine)} claims: {_counts_line(mine)}{link}", "", claims_table(mine, rs)]
+        sis = stand_ins(mine + own_checks, rs, zoo)
+        lines += ["", f"## {md_escape(title)}", "", f"{len(mine)} claims: {_counts_line(mine)}{link}", ""]
+        lines += [claims_table(mine, rs, prow, caveats.get(prefix, []))] if mine else ["The paper states no experiment-backed claim here."]
+        if own_checks: lines += ["", "Design checks of this implementation (not the paper's claims; not tallied):", "", claims_table(own_checks, rs)]
         if sis: lines += ["", f"Stand-ins, {stand_ins_line(sis)}"]
     if zoo: lines += ["", "## Stand-ins (the model zoo)", "", zoo_table(zoo["stand_ins"])] + _localisation_line(zoo.get("localisation_set"))
     if zoo and zoo.get("students"): lines += ["", students_table(zoo["students"])]
@@ -573,7 +609,7 @@ def update_readme(readme, folder) -> bool:
 
 def write_pages(out, records: list[dict], params: dict, figures, run: dict, paper_claims: bool = True) -> None:
     "Write the record's pages for `records` into `out`: `summary.md`, one page per paper (notebooks of no paper on `other.md`), the HTML report and, with `paper_claims`, `paper_claims.json`."
-    from attribkit.papers import PAPERS, registry
+    from attribkit.papers import PAPERS, caveats, registry
     out = Path(out)
     reg, rs = registry(), {r["name"]: record_results(r) for r in records}
     rows = paper_claim_rows(reg, rs)
@@ -593,7 +629,7 @@ def write_pages(out, records: list[dict], params: dict, figures, run: dict, pape
     for f in sorted(paper_dir.glob("*.json")) if paper_dir.is_dir() and paper_dir.resolve() != out.resolve() else []:
         try: paper[f.stem] = load_results(f)
         except (ValueError, json.JSONDecodeError): continue
-    atomic_write(out / "summary.md", summary_markdown(records, params, reg, paper, pages, zoo, run))
+    atomic_write(out / "summary.md", summary_markdown(records, params, reg, paper, pages, zoo, run, caveats()))
     html_report(records, params, out, figures, reg, zoo, run)
 
 # %% ../nbs/20b_report.ipynb #f9d39e7a

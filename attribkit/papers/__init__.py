@@ -9,7 +9,8 @@ from pathlib import Path
 from types import ModuleType
 
 # %% auto #0
-__all__ = ['PAPERS', 'TITLES', 'registry', 'paper_module', 'paper_files', 'pre_passes', 'weight_files', 'write_paper_weights']
+__all__ = ['PAPERS', 'TITLES', 'registry', 'paper_module', 'paper_files', 'caveats', 'pre_passes', 'weight_files',
+           'write_paper_weights']
 
 # %% ../../nbs/papers/00_papers.ipynb #f5515c9d
 PAPERS = {
@@ -50,6 +51,11 @@ def paper_module(notebook: str) -> ModuleType:
 def paper_files(notebook: str) -> list[str]:
     "The paths under `data_root` that `notebook` reads at paper scale (data sets and weight files); [] if it needs none."
     return list(getattr(paper_module(notebook), "PAPER_FILES", {}).get(Path(str(notebook)).stem, []))
+
+
+def caveats() -> dict:
+    "{paper prefix: the `Caveat`s its module declares (`CAVEATS`)}: the measured numbers that qualify its verdicts on the first screen."
+    return {p: list(getattr(importlib.import_module(f"attribkit.papers.{m}"), "CAVEATS", [])) for p, m in PAPERS.items()}
 
 
 def pre_passes() -> list:
