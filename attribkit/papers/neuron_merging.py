@@ -4,12 +4,13 @@
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #97751ad0
 from __future__ import annotations
-import functools, warnings
+import functools, itertools, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 from .. import claims as C
@@ -18,12 +19,14 @@ from ..merging import find_pairs, merge, prune
 from ..models import cifar_resnet, lenet_300_100, load_weights, mobilenet_v1, train, train_cached, vgg16_bn_cifar
 from . import zoo
 from .experiment import Result, Run, WeightFile, diagnose, torchvision_model, torchvision_weights
+from .experiment import Setup as SetupBase
 
 # %% auto #0
-__all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'PAPER_CLAIMS',
-           'NOTEBOOK_CLAIMS', 'ACTIVATIONS', 'ZOO_STAND_INS', 'BUDGETS', 'WEIGHTS', 'PAPER_FILES', 'WEIGHT_FILES',
-           'VARIANTS', 'RULES', 'load_authors_lenet', 'Subject', 'Setup', 'hits', 'paper_cfg_ratios', 'last_conv',
-           'setup', 'Measurements', 'prune_and_merge', 'MergingResult', 'evaluate', 'figure']
+__all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'PAPER_CLAIMS', 'FAMILIES',
+           'RANKINGS', 'RULES', 'ACTIVATIONS', 'ZOO_STAND_INS', 'PAPER_RATIOS', 'SMALL_RATIOS', 'BUDGETS', 'WEIGHTS',
+           'PAPER_FILES', 'WEIGHT_FILES', 'EXPERIMENTS', 'VARIANTS', 'Family', 'load_authors_lenet', 'paper_cfg_ratios',
+           'last_conv', 'last_conv_ratio', 'Experiment', 'Subject', 'Setup', 'hits', 'setup', 'Measurements',
+           'prune_and_merge', 'evaluate', 'merging_figure']
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #79c7511f
 def _rows(d: dict, cols=("baseline", "prune", "merge")) -> dict:
@@ -168,13 +171,159 @@ PAPER_CLAIMS = [
         unit="pt",
     ),
 ]
-NOTEBOOK_CLAIMS = {
-    "merging_lenet": "merging/lenet-fmnist",
-    "merging_vgg16_cifar": "merging/vgg16-cifar10",
-    "merging_table1_activations": "merging/activations",
-    "merging_table2_mobilenet": "merging/mobilenet",
-    "merging_table3_imagenet": "merging/imagenet",
-}  # notebook -> the registry claim its claims serve
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #4e1f0a02
+@dataclass(frozen=True)
+class Family:
+    "A claim family: its `role`, what one claim pools over (`over`: 'subject', 'group' or 'setup') and the methods it needs (`VARIANTS` names; () = the experiment's evidence pair)."
+
+    role: str
+    over: str
+    needs: tuple = ()
+    units: str | None = None  # None: the measurements' (seeds, or paired test images)
+
+
+FAMILIES = {
+    "merge-over-prune": Family("evidence", "subject"),  # per subject and ratio
+    "gap-grows": Family("diagnostic", "subject"),  # the gap at the last ratio vs the first
+    "control/random-partner": Family("control", "group", ("merge t=none", "random partner t=none")),
+    "merge-all-over-prune": Family("diagnostic", "group", ("merge t=none", "prune")),
+    "top5": Family("evidence", "subject", ("merge", "prune")),
+    "checkpoint/official-ranking": Family(
+        "diagnostic", "setup", ("prune (official ranking)", "merge (official ranking)"), "table entries"
+    ),
+    "checkpoint/default-ranking": Family("diagnostic", "setup", ("prune", "merge"), "table entries"),
+    "mean-merge-over-prune": Family("evidence", "setup", ("merge", "prune")),
+    "merge-near-unpruned": Family("diagnostic", "setup", ("merge",)),
+    "official-bn-over-prune": Family("diagnostic", "setup", ("merge (official BN formula)", "prune")),
+}
+RANKINGS = {  # checkpoint family -> (how the text names the ranking, the suffix of its variants)
+    "checkpoint/official-ranking": ("official ranking, compat='official'", " (official ranking)"),
+    "checkpoint/default-ranking": ("the library's default ranking", ""),
+}
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #09e202dd
+def _pair(M) -> tuple:
+    "The (merged, pruned) variants of the experiment's evidence."
+    return M.setup.experiment.evidence[:2]
+
+
+def _mean(M, subjects, ratios, v: str, k: int = 1) -> float:
+    "Mean accuracy % of variant `v` over `subjects` and `ratios` (each subject's own ratios when None); nan when `v` was not measured."
+    if v != "baseline" and not M.has(v):
+        return float("nan")
+    return float(np.mean([M.acc(s, v, r, k) for s in subjects for r in (M.ratios[s] if ratios is None else ratios)]))
+
+
+def _deviations(M, sfx: str) -> dict:
+    "Our value − the paper's, per LeNet table entry (baseline and prune/merge at each ratio of the paper's table)."
+    dv = {"baseline": float(M.acc("", "baseline")[0]) - PAPER_LENET["50%"]["baseline"]}
+    for r in M.ratios[""]:
+        for v in ("prune", "merge"):
+            if f"{r:.0%}" in PAPER_LENET:
+                dv[f"{v} {r:.0%}"] = float(M.acc("", v + sfx, r)[0]) - PAPER_LENET[f"{r:.0%}"][v]
+    return dv
+
+
+def _measured(rule):
+    "`rule` applied to a claim that was measured (it has a `where`); '' for one whose methods were removed."
+
+    def why(res, c: dict) -> str:
+        w = res.raw["where"].get(c["key"])
+        return "" if w is None else rule(res.raw["measurements"], w)
+
+    return why
+
+
+@_measured
+def _why_ratio(M, w: dict) -> str:
+    "merge-over-prune/…: the merged share, the two baselines against prune, and pruning's cost."
+    (subj,), (r,) = w["subjects"], w["ratios"]
+    mv, pv = _pair(M)
+    share = M.merged_share(subj, mv, r)
+    parts = [f"{share} of the pruned neurons (per layer) found a partner above the threshold"]
+    for v, what in (("merge t=none", "merging all of them (t=none) gives"), ("random partner t=none", "a random partner")):
+        if M.has(v):
+            parts.append(f"{what} {np.mean(M.diff(subj, v, 'prune', r)):+.2f} points over prune")
+    return "; ".join(parts) + f"; pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, pv, r)):.2f} points"
+
+
+@_measured
+def _why_gap(M, w: dict) -> str:
+    (subj,), rs = w["subjects"], w["ratios"]
+    mv, pv = _pair(M)
+    return "gaps per ratio: " + ", ".join(f"{r:.0%} {np.mean(M.diff(subj, mv, pv, r)):+.2f}" for r in rs)
+
+
+@_measured
+def _why_random(M, w: dict) -> str:
+    grp = w["subjects"]
+    over = (
+        np.mean([np.mean([M.diff(s, "random partner t=none", "prune", r) for r in M.ratios[s]], 0) for s in grp], 0)
+        if M.has("prune")
+        else np.nan
+    )
+    return f"the random partner is {np.mean(over):+.2f} points over prune: a wrong partner adds the pruned neuron's output where it does not belong"
+
+
+@_measured
+def _why_all(M, w: dict) -> str:
+    grp = w["subjects"]
+    return (
+        f"merge t=none {_mean(M, grp, None, 'merge t=none'):.2f} vs prune {_mean(M, grp, None, 'prune'):.2f}; "
+        f"with the threshold: merge {_mean(M, grp, None, 'merge'):.2f}"
+    )
+
+
+@_measured
+def _why_checkpoint(M, w: dict) -> str:
+    dv = _deviations(M, w["ranking"])
+    return (
+        "deviations "
+        + ", ".join(f"{k}: {d:+.2f}" for k, d in dv.items())
+        + "; the reference code ranks the augmented rows [w, b] "
+        "(compat='official'), the default ranks the weight rows only"
+    )
+
+
+@_measured
+def _why_mean(M, w: dict) -> str:
+    subs, rs = w["subjects"], w["ratios"]
+    return "; ".join(f"{r:.0%}: {np.mean([M.diff(s, 'merge', 'prune', r) for s in subs]):+.2f}" for r in rs)
+
+
+@_measured
+def _why_unpruned(M, w: dict) -> str:
+    subs, rs = w["subjects"], w["ratios"]
+    return f"prune keeps {_mean(M, subs, rs, 'prune'):.2f}, merge t=none {_mean(M, subs, rs, 'merge t=none'):.2f}"
+
+
+@_measured
+def _why_official(M, w: dict) -> str:
+    subs, rs = w["subjects"], w["ratios"]
+    return (
+        f"exact algebra {_mean(M, subs, rs, 'merge'):.2f}, official {_mean(M, subs, rs, 'merge (official BN formula)'):.2f}; "
+        "the official scale differs from the exact one by the (γ/σ) ratio squared"
+    )
+
+
+@_measured
+def _why_top5(M, w: dict) -> str:
+    subs, rs = w["subjects"], w["ratios"]
+    return ", ".join(f"{v} {_mean(M, subs, rs, v, 5):.2f}" for v in ("merge t=none", "random partner t=none", "prune"))
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #32c28d8a
+RULES = {
+    "merge-over-prune": _why_ratio,
+    "gap-grows": _why_gap,
+    "control/random-partner": _why_random,
+    "merge-all-over-prune": _why_all,
+    "checkpoint": _why_checkpoint,
+    "mean-merge-over-prune": _why_mean,
+    "merge-near-unpruned": _why_unpruned,
+    "official-bn-over-prune": _why_official,
+    "top5": _why_top5,
+}
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #e38990f8
 ACTIVATIONS = {
@@ -185,19 +334,27 @@ ACTIVATIONS = {
     "LeakyReLU": "leaky_relu",
     "Hardswish": "hardswish",
 }
-ZOO_STAND_INS = {  # notebook -> {subject: the zoo's stand-in} at cpu scale
-    "merging_lenet": {"": "LeNet-300-100"},
-    "merging_vgg16_cifar": dict.fromkeys(("l1", "l2", "l2-GM"), "VGG-16-BN/16"),
-    "merging_table1_activations": {a: f"VGG-16-BN/16 {act}" for a, act in ACTIVATIONS.items()},
-    "merging_table2_mobilenet": {"": "MobileNetV1/16"},
-    "merging_table3_imagenet": {"VGG": "VGG-16-BN/16", "ResNet": "ResNet-8/2"},
+ZOO_STAND_INS = {  # experiment -> {subject: the zoo's stand-in}
+    "lenet": {"": "LeNet-300-100"},
+    "vgg16": dict.fromkeys(("l1", "l2", "l2-GM"), "VGG-16-BN/16"),
+    "activations": {a: f"VGG-16-BN/16 {act}" for a, act in ACTIVATIONS.items()},
+    "mobilenet": {"": "MobileNetV1/16"},
+    "imagenet": {"VGG": "VGG-16-BN/16", "ResNet": "ResNet-8/2"},
 }
 _ZOO_SEEDS = max(zoo.ZOO[n].seeds for d in ZOO_STAND_INS.values() for n in d.values())
+_IMAGENET_RATIOS = {"VGG": [0.5, 0.6, 0.7], "ResNet": [0.1, 0.2, 0.3]}  # VGG: its last conv; ResNet: every block's inner conv
+PAPER_RATIOS = dict(
+    lenet=[0.5, 0.6, 0.7, 0.8], vgg16=[0.5], activations=[0.5], mobilenet=[0.4, 0.5, 0.6], imagenet=_IMAGENET_RATIOS
+)
+SMALL_RATIOS = dict(  # thin stand-ins collapse towards chance at the paper's cuts, under prune and merge alike
+    PAPER_RATIOS, vgg16=[0.1, 0.3, 0.5], activations=[0.1], mobilenet=[0.1, 0.2, 0.3]
+)
+_ROW = dict(train_batches=None, test_images=None, threads=None)
 BUDGETS = {
-    "smoke": dict(seeds=3, train_batches=None, test_images=None),
-    "cpu": dict(seeds=_ZOO_SEEDS, train_batches=None, test_images=None),  # each stand-in: at most its ZOO[name].seeds
-    "paper": dict(seeds=3, train_batches=None, test_images=None),
-    "dry_run": dict(seeds=1, train_batches=2, test_images=4),
+    "smoke": dict(_ROW, seeds=3, stand_ins="digits", ratios=SMALL_RATIOS, threads=1),
+    "cpu": dict(_ROW, seeds=_ZOO_SEEDS, stand_ins="zoo", ratios=SMALL_RATIOS),  # each stand-in: at most its ZOO[name].seeds
+    "paper": dict(_ROW, seeds=3, stand_ins="paper", ratios=PAPER_RATIOS),
+    "dry_run": dict(_ROW, seeds=1, train_batches=2, test_images=4, stand_ins="paper", ratios=PAPER_RATIOS),
 }
 
 WEIGHTS = {
@@ -210,7 +367,7 @@ WEIGHTS = {
 for _a in ACTIVATIONS.values():
     WEIGHTS[f"vgg16_cifar_{_a}"] = f"weights/vgg16_bn_cifar10_{_a}.pth"
 
-PAPER_FILES = {
+PAPER_FILES = {  # the runner's look-up: repro notebook -> what it reads under data_root at paper scale
     "merging_lenet": ["FashionMNIST/raw", WEIGHTS["lenet"]],
     "merging_vgg16_cifar": ["cifar-10-batches-py", WEIGHTS["vgg16_cifar"]],
     "merging_table1_activations": ["cifar-10-batches-py"] + [WEIGHTS[f"vgg16_cifar_{a}"] for a in ACTIVATIONS.values()],
@@ -265,10 +422,135 @@ def load_authors_lenet(path) -> tuple[nn.Module, float | None]:
     )
     return model.eval(), ck.get("acc")
 
+# %% ../../nbs/papers/04_neuron_merging.ipynb #d248a311
+def paper_cfg_ratios(model: nn.Module, r: float = 0.5) -> dict:
+    "conv1 and conv8-13 of a VGG-16 at ratio `r`, every other layer kept (`r=0.5`: the paper's CIFAR-10 configuration)."
+    convs = [p.producer for p in find_pairs(model) if p.producer.startswith("features")]
+    return {convs[0]: r, **{n: r for n in convs[7:]}}
+
+
+def last_conv(model: nn.Module) -> str:
+    "The last conv whose pair ends in a Linear (VGG's last conv → first FC, through the flatten)."
+    return [
+        p.producer
+        for p in find_pairs(model)
+        if isinstance(model.get_submodule(p.consumer), nn.Linear) and isinstance(model.get_submodule(p.producer), nn.Conv2d)
+    ][-1]
+
+
+def last_conv_ratio(model: nn.Module, r: float) -> dict:
+    "`merge`'s ratio argument pruning only the last conv of `model` (`last_conv`)."
+    return {last_conv(model): r}
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #5a1e0c01
+def _ratio_row(s: str, r: float) -> str:
+    "A row label: the ratio, after the subject where there is one ('VGG 50%', '50%')."
+    return f"{s} {r:.0%}".strip() if s else f"{r:.0%}"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    "One table of the paper as data: the registry claim it serves, the paper's table, its subjects ({subject: (ratio spec, `merge`/`prune` arguments)}; a spec maps (model, r) to `merge`'s ratio, None: r everywhere), the methods its notebook compares, the evidence pair (merged, pruned, how), its claim families (`FAMILIES`) and its table's shape."
+
+    paper_claim: str
+    paper: dict
+    subjects: dict
+    title: str  # "{name}", "{data}"; "{ratio}" stands for the first ratio run
+    variants: tuple = ("prune", "merge", "merge t=none", "random partner t=none")
+    claims: tuple = ("merge-over-prune", "control/random-partner", "merge-all-over-prune")
+    evidence: tuple = ("merge", "prune", "")
+    gains: tuple = (("gain", "merge", "prune"),)
+    topk: tuple = (1,)
+    params: str | None = None  # "params (M)" | "params removed %" | None
+    corner: str = "pruning ratio"
+    paper_ratios: dict = field(default_factory=dict)  # subject (or "*") -> the ratios of the paper's table
+    claim_ratios: tuple | None = None  # the ratios with a merge-over-prune claim (None: every ratio run)
+    controls_per_subject: bool = False  # controls per subject (else pooled over subjects)
+    row: Callable = _ratio_row  # (subject, r) -> row label
+    partner_seed: Callable = lambda s, r: 1000 * s + int(100 * r)  # the random partner's seed per model seed and ratio
+    record: dict = field(default_factory=dict)  # settings the results JSON keeps
+
+
+_VGG_CFG = {c: (paper_cfg_ratios, dict(criterion=c)) for c in ("l1", "l2", "l2-GM")}
+_STAND_IN_FOR = "{name}: test accuracy %, no fine-tuning"
+EXPERIMENTS = {
+    "lenet": Experiment(
+        "merging/lenet-fmnist",
+        {r: dict(v, **{f"{k} (official ranking)": v[k] for k in ("prune", "merge", "gain")}) for r, v in PAPER_LENET.items()},
+        {"": (None, dict(criterion="l1"))},
+        "LeNet-300-100 on {data}, l1, no fine-tuning: test accuracy % ({name})",
+        variants=(
+            "prune",
+            "merge",
+            "merge t=none",
+            "random partner t=none",
+            "prune (official ranking)",
+            "merge (official ranking)",
+        ),
+        claims=("merge-over-prune", "gap-grows", "control/random-partner", "merge-all-over-prune", *RANKINGS),
+        evidence=("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
+        gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
+        paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
+        record=dict(criterion="l1", threshold=0.45, layer_order="original (reference code)"),
+    ),
+    "vgg16": Experiment(
+        "merging/vgg16-cifar10",
+        PAPER_VGG16,
+        _VGG_CFG,
+        _STAND_IN_FOR,
+        variants=("prune", "merge", "merge t=none", "random partner t=none", "merge (official BN formula)"),
+        claims=(
+            "merge-over-prune",
+            "control/random-partner",
+            "merge-all-over-prune",
+            "mean-merge-over-prune",
+            "merge-near-unpruned",
+            "official-bn-over-prune",
+        ),
+        params="params removed %",
+        corner="criterion",
+        paper_ratios={"*": [0.5]},
+        claim_ratios=(0.5,),
+        row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}",
+        record=dict(lam=0.85, threshold=0.1),
+    ),
+    "activations": Experiment(
+        "merging/activations",
+        PAPER_ACTIVATIONS,
+        {a: (paper_cfg_ratios, {}) for a in ACTIVATIONS},
+        "{name}, conv1 + conv8-13 at {ratio}: test accuracy %",
+        corner="activation",
+        paper_ratios={"*": [0.5]},
+        row=lambda a, r: a,
+        partner_seed=lambda s, r: 1000 * s + 1,
+    ),
+    "mobilenet": Experiment(
+        "merging/mobilenet",
+        PAPER_MOBILENET,
+        {"": (None, {})},
+        "{name}, every layer pruned: test accuracy %, no fine-tuning",
+        claims=("merge-over-prune", "gap-grows", "control/random-partner", "merge-all-over-prune"),
+        params="params (M)",
+        paper_ratios={"*": [0.4, 0.5, 0.6]},
+    ),
+    "imagenet": Experiment(
+        "merging/imagenet",
+        PAPER_IMAGENET,
+        {"VGG": (last_conv_ratio, {}), "ResNet": (None, {})},
+        "{name}: top-1 / top-5 accuracy %, no fine-tuning",
+        claims=("merge-over-prune", "control/random-partner", "merge-all-over-prune", "top5"),
+        topk=(1, 5),
+        params="params (M)",
+        corner="model, ratio",
+        paper_ratios=_IMAGENET_RATIOS,
+        controls_per_subject=True,
+    ),
+}
+
 # %% ../../nbs/papers/04_neuron_merging.ipynb #87b0da88
 @dataclass
 class Subject:
-    "One row group: its models (one per seed, or one checkpoint), its default pruning ratios, how a ratio becomes `merge`'s `ratio`, and extra `merge`/`prune` arguments."
+    "One row group: its models (one per seed, or one checkpoint), its pruning ratios, how a ratio becomes `merge`'s `ratio`, and extra `merge`/`prune` arguments."
 
     models: list
     ratios: list
@@ -277,49 +559,35 @@ class Subject:
 
 
 @dataclass(repr=False)
-class Setup:
-    "The models of one merging notebook by subject, the test set and each model's correctness on it, and how the notebook's table and claims are shaped."
+class Setup(SetupBase):
+    "The models of one merging experiment by subject, the test set and each model's correctness on it; `experiment` shapes its table and claims."
 
-    run: Run
+    experiment: Experiment
     subjects: dict
     test: Dataset
     num_classes: int
-    paper: dict
     title: str  # "{ratio}" stands for the first ratio run
     model_name: str
-    seeds: list
-    gains: tuple = (("gain", "merge", "prune"),)
-    topk: tuple = (1,)
-    params: str | None = None  # "params (M)" | "params removed %" | None
-    row: Callable | None = None  # (subject, r) -> row label
-    partner_seed: Callable = lambda s, r: 1000 * s + int(100 * r)
-    claim_ratios: Callable = lambda subject, ratios: ratios
-    gap_claim: bool = False  # the paper says the gap grows with the ratio
-    pool_controls: bool = True  # controls pooled over subjects (else one per subject)
-    extra_claims: Callable | None = None
-    corner: str = "pruning ratio"
-    extra: dict = field(default_factory=dict)
-    paper_ratios: dict = field(
-        default_factory=dict
-    )  # subject (or "*") -> the ratios of the paper's table; claims elsewhere say so
-    evidence: tuple = (("merge", "prune", ""),)  # (merged, pruned, how) candidates for the evidence, the paper's variant first
-    stand_in: dict = field(default_factory=dict)  # subject -> the stand-in's display name (`Result.stand_ins`)
+    model_seeds: list
+    labels: dict = field(default_factory=dict)  # subject -> the stand-in's display name (`Result.stand_ins`)
     baseline: dict = field(default_factory=dict)  # subject -> [{k: correct per test example}] per model
-    zoo: dict = field(default_factory=dict)  # subject -> [zoo.Trained], one per seed (cpu scale)
+    zoo: dict = field(default_factory=dict)  # subject -> [zoo.Trained], one per seed (the zoo's stand-ins)
+    extra: dict = field(default_factory=dict)  # settings the results JSON keeps
 
-    def __post_init__(self):
-        if self.row is None:
-            self.row = lambda s, r: f"{s} {r:.0%}".strip() if s else f"{r:.0%}"
+    @property
+    def seeds(self) -> list:
+        "The seeds of the models (the zoo's seeds of its stand-ins, or the run's seed for one checkpoint)."
+        return self.model_seeds
+
+    @property
+    def paper(self) -> dict:
+        "The paper's table."
+        return self.experiment.paper
 
     @property
     def single(self) -> bool:
         "One model per subject (a checkpoint)."
         return all(len(s.models) == 1 for s in self.subjects.values())
-
-    @property
-    def paper_claim(self) -> str | None:
-        "The registry id (`PAPER_CLAIMS`) that this notebook's claims serve, by the run's name."
-        return NOTEBOOK_CLAIMS.get(self.run.name)
 
     @property
     def chance(self) -> float:
@@ -337,35 +605,26 @@ class Setup:
         "Test accuracy % of each model of `subject` (top-`k`)."
         return np.array([100 * float(h[k].mean()) for h in self.baseline[subject]])
 
-    def describe(self) -> str:
-        "Markdown: the models per subject with their test accuracy."
+    def lines(self) -> list[str]:
+        "Markdown: the models and data, then per subject its models, ratios and test accuracy."
         cell = lambda a: f"{a[0]:.2f}" if len(a) == 1 else f"{a.mean():.2f} ± {a.std(ddof=1) / np.sqrt(len(a)):.2f}"
+        topk = self.experiment.topk
+        head = f"| {self.experiment.corner.split(',')[0]} | models | ratios | " + " | ".join(
+            f"top-{k} test accuracy %" for k in topk
+        )
         rows = [
             f"| {s or '—'} | {len(sub.models)} | {', '.join(f'{r:.0%}' for r in sub.ratios)} | "
-            + " | ".join(cell(self.accuracy(s, k)) for k in self.topk)
+            + " | ".join(cell(self.accuracy(s, k)) for k in topk)
             + " |"
             for s, sub in self.subjects.items()
         ]
-        head = (
-            f"| {self.corner.split(',')[0]} | models | ratios | "
-            + " | ".join(f"top-{k} test accuracy %" for k in self.topk)
-            + " |"
-        )
-        return "\n".join(
-            [
-                f"**{self.model_name}**; {len(self.test)} test examples, {self.num_classes} classes, seeds {self.seeds}",
-                "",
-                head,
-                "|---|---:|---|" + "---:|" * len(self.topk),
-            ]
-            + rows
-        )
-
-    def _repr_markdown_(self) -> str:
-        return self.describe()
-
-    def __repr__(self) -> str:
-        return self.describe()
+        return [
+            f"**{self.model_name}**; {len(self.test)} test examples, {self.num_classes} classes",
+            "",
+            head + " |",
+            "|---|---:|---|" + "---:|" * len(topk),
+            *rows,
+        ]
 
 
 @torch.no_grad()
@@ -391,7 +650,45 @@ def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: i
 MAIN_PY_RECIPE = dict(optimizer="sgd", lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=128, schedule="step", gamma=0.1)
 CIFAR_RECIPE = dict(epochs=200, lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=128, schedule="step", milestones=[100, 150])
 SMALL_RECIPE = dict(lr=0.05, momentum=0.9, weight_decay=5e-4, batch_size=64, schedule="cosine")
-SMOKE_DIGITS = "digits-size32-ch3-norm-seed0"
+_DIGITS32 = (dict(size=32, channels=3), "digits-size32-ch3-norm-seed0")
+_VGG8 = ("VGG-16-BN/8", vgg16_bn_cifar, dict(num_classes=10, width=8), dict(SMALL_RECIPE, epochs=2))
+DIGIT_MODELS = {  # experiment -> ((digits arguments, data key), {subject: (display name, architecture, config, recipe)})
+    "lenet": (
+        (dict(size=8, channels=1, normalize=False), "digits-size8-ch1-raw-seed0"),
+        {
+            "": (
+                "LeNet-300-100",
+                lenet_300_100,
+                dict(in_features=64, num_classes=10),
+                dict(epochs=60, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule=None),
+            )
+        },
+    ),
+    "vgg16": (_DIGITS32, dict.fromkeys(("l1", "l2", "l2-GM"), _VGG8)),
+    "activations": (
+        _DIGITS32,
+        {
+            a: (f"VGG-16-BN/16 {a}", vgg16_bn_cifar, dict(num_classes=10, width=16, activation=act), dict(SMALL_RECIPE, epochs=2))
+            for a, act in ACTIVATIONS.items()
+        },
+    ),
+    "mobilenet": (_DIGITS32, {"": ("MobileNetV1/4", mobilenet_v1, dict(num_classes=10, width=4), dict(SMALL_RECIPE, epochs=3))}),
+    "imagenet": (
+        _DIGITS32,
+        {
+            "VGG": _VGG8,
+            "ResNet": ("ResNet-20/2", cifar_resnet, dict(depth=20, num_classes=10, width=2), dict(SMALL_RECIPE, epochs=3)),
+        },
+    ),
+}
+PAPER_MODELS = {  # experiment -> {subject: (display name, architecture, config, WEIGHTS key)}, on CIFAR-10 (CIFAR_RECIPE)
+    "vgg16": dict.fromkeys(("l1", "l2", "l2-GM"), ("VGG-16-BN", vgg16_bn_cifar, dict(num_classes=10, width=1), "vgg16_cifar")),
+    "activations": {
+        a: (f"VGG-16-BN {a}", vgg16_bn_cifar, dict(num_classes=10, width=1, activation=act), f"vgg16_cifar_{act}")
+        for a, act in ACTIVATIONS.items()
+    },
+    "mobilenet": {"": ("MobileNetV1", mobilenet_v1, dict(num_classes=10, width=1), "mobilenet")},
+}
 
 
 def _fit(
@@ -431,357 +728,209 @@ def _zoo_models(run: Run, subjects: dict) -> tuple[dict, list]:
     return {s: got[n] for s, n in subjects.items()}, run.seeds[: max(len(ts) for ts in got.values())]
 
 
-def _zoo_data(name: str, run: Run):
-    "The data splits the zoo trains stand-in `name` on (full Fashion-MNIST), and their key."
-    return zoo.splits(zoo.ZOO[name].data, run.data_root), zoo.ZOO[name].data
-
-
 def _zoo_label(name: str) -> str:
     "A zoo stand-in's display name: what it is and its data, e.g. 'VGG-16-BN/16 on Fashion-MNIST 32×32'."
     return f"{name} on {zoo.DATA_NAMES.get(zoo.ZOO[name].data, zoo.ZOO[name].data)}"
+
+
+def _dn(data) -> str:
+    "The display name of a data set (`DataSplits.name`)."
+    return {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}.get(data.name, data.name)
 
 
 def _paper_test(data, run: Run):
     "`data` with its test set cut to the run's `test_images` (the dry run)."
     return data._replace(test=first(data.test, run.budget["test_images"]))
 
-# %% ../../nbs/papers/04_neuron_merging.ipynb #d248a311
-def paper_cfg_ratios(model: nn.Module, r: float = 0.5) -> dict:
-    "conv1 and conv8-13 of a VGG-16 at ratio `r`, every other layer kept (`r=0.5`: the paper's CIFAR-10 configuration)."
-    convs = [p.producer for p in find_pairs(model) if p.producer.startswith("features")]
-    return {convs[0]: r, **{n: r for n in convs[7:]}}
-
-
-def last_conv(model: nn.Module) -> str:
-    "The last conv whose pair ends in a Linear (VGG's last conv → first FC, through the flatten)."
-    return [
-        p.producer
-        for p in find_pairs(model)
-        if isinstance(model.get_submodule(p.consumer), nn.Linear) and isinstance(model.get_submodule(p.producer), nn.Conv2d)
-    ][-1]
-
 # %% ../../nbs/papers/04_neuron_merging.ipynb #b97575ee
-def _dn(data) -> str:
-    "The display name of a data set (`DataSplits.name`)."
-    return {"fashion_mnist": "Fashion-MNIST", "cifar10": "CIFAR-10"}.get(data.name, data.name)
+def _ratios(run: Run, name: str) -> dict:
+    "{subject: ratios} of experiment `name` from the budget's `ratios` (experiment -> a list, or subject -> list)."
+    r, subjects = run.budget["ratios"], EXPERIMENTS[name].subjects
+    if not isinstance(r, dict) or name not in r:
+        raise ValueError(f"`ratios` must map each experiment to its pruning ratios; got {r!r}, which lacks {name!r}")
+    v = r[name]
+    return {s: list(v[s]) for s in subjects} if isinstance(v, dict) else {s: list(v) for s in subjects}
 
 
-def _lenet(run: Run) -> Setup:
-    "LeNet-300-100 on Fashion-MNIST (the paper's table): the authors' checkpoint, or our LeNets trained with the reference recipe (paper scale), the zoo's LeNet-300-100 (cpu), or smoke digits."
-    b, ck_acc, trained = run.budget, None, {}
-    path = _weights(run, "lenet") if run.scale == "paper" else None
-    if run.scale == "cpu":
-        zn = ZOO_STAND_INS[run.name][""]
-        (data, data_key), recipe = _zoo_data(zn, run), zoo.ZOO[zn].recipe
-    elif run.scale == "paper":
-        data, data_key = fashion_mnist(run.data_root), "fashion_mnist"
-        E = 200
-        recipe = dict(MAIN_PY_RECIPE, epochs=E, milestones=[99, 150])
-        recipe_name = (
-            f"reference main.py recipe: SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, {E} epochs, "
-            f"lr ×0.1 at {recipe['milestones'][0] + 1} and ×0.01 at {recipe['milestones'][1] + 1}"
-        )
-    else:
-        data, data_key = digits(size=8, channels=1, normalize=False), "digits-size8-ch1-raw-seed0"
-        recipe, recipe_name = (
-            dict(epochs=60, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule=None),
-            "Adam lr 1e-3, 60 epochs (smoke)",
-        )
-    data = _paper_test(data, run)
+def _make(
+    run: Run, name: str, models: dict, test, num_classes: int, model_name: str, data_name: str, seeds, labels, **kw
+) -> Setup:
+    "The `Setup` of experiment `name`: `models` per subject at the budget's ratios, `labels` per subject; `kw`: `zoo` and settings to record."
+    exp, ratios = EXPERIMENTS[name], _ratios(run, name)
+    subjects = {s: Subject(models[s], ratios[s], spec, dict(skw)) for s, (spec, skw) in exp.subjects.items()}
+    title = exp.title.format(name=model_name, data=data_name, ratio="{ratio}")
+    zoo_ = kw.pop("zoo", {})
+    extra = dict(exp.record, model=model_name, dry_run=run.dry_run, **kw)
+    return Setup(run, exp, subjects, test, num_classes, title, model_name, list(seeds), labels, zoo=zoo_, extra=extra)
+
+
+def _from_digits(run: Run, name: str) -> Setup:
+    "Small stand-ins trained here on built-in digits (`DIGIT_MODELS`), one per seed, a stand-in shared by subjects trained once."
+    (dkw, key), specs = DIGIT_MODELS[name]
+    data = digits(**dkw)
+    fit = lambda a, c, rc: [_fit(a, c, data.train, key, rc, s, run.dev, run.budget["train_batches"]) for s in run.seeds]
+    got = {n: fit(a, c, rc) for n, a, c, rc in dict((v[0], v) for v in specs.values()).values()}
+    names = ", ".join(got)
+    model_name = f"{names} on {data.name}, {len(run.seeds)} seeds, trained here (stand-ins, not the paper's models)"
+    recipes = {n: dict(config=c, recipe=rc) for n, a, c, rc in specs.values()}
+    labels = {s: f"{v[0]} on {_dn(data)}" for s, v in specs.items()}
+    models = {s: got[v[0]] for s, v in specs.items()}
+    return _make(
+        run, name, models, data.test, data.num_classes, model_name, data.name, run.seeds, labels, data=key, recipes=recipes
+    )
+
+
+def _from_zoo(run: Run, name: str) -> Setup:
+    "The model zoo's stand-ins (`ZOO_STAND_INS`), on the zoo's test split of the first one's data."
+    zs = ZOO_STAND_INS[name]
+    trained, seeds = _zoo_models(run, zs)
+    key = zoo.ZOO[next(iter(zs.values()))].data
+    data = zoo.splits(key, run.data_root)
+    names = list(dict.fromkeys(zs.values()))
+    model_name = (
+        f"the model zoo's {', '.join(names)} on {zoo.DATA_NAMES.get(key, key)}, {len(seeds)} seeds "
+        "(trained on the full training split; stand-ins, not the paper's models)"
+    )
+    models, labels = {s: [t.model for t in ts] for s, ts in trained.items()}, {s: _zoo_label(n) for s, n in zs.items()}
+    recipes = {n: dict(config=zoo.ZOO[n].config, recipe=zoo.ZOO[n].recipe) for n in names}
+    return _make(
+        run,
+        name,
+        models,
+        data.test,
+        data.num_classes,
+        model_name,
+        data.name,
+        seeds,
+        labels,
+        zoo=trained,
+        data=key,
+        recipes=recipes,
+    )
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #b97575ef
+def _lenet_paper(run: Run, name: str) -> Setup:
+    "LeNet-300-100 on Fashion-MNIST: the authors' checkpoint, or our LeNets trained with the reference `main.py` recipe."
+    data, path = _paper_test(fashion_mnist(run.data_root), run), _weights(run, "lenet")
+    recipe = dict(MAIN_PY_RECIPE, epochs=200, milestones=[99, 150])
     if path is not None and path.exists():
         model, ck_acc = load_authors_lenet(path)
-        models, seeds, name = [model], [0], "the authors' LeNet-300-100 checkpoint (the paper's model)"
-    elif run.scale == "cpu":
-        trained, seeds = _zoo_models(run, ZOO_STAND_INS[run.name])
-        models = [t.model for t in trained[""]]
-        name = f"the model zoo's {_zoo_label(zn)}, {len(seeds)} seeds (trained on the full training split); not the paper's model"
+        models, seeds, model_name = [model], [0], "the authors' LeNet-300-100 checkpoint (the paper's model)"
+        label, recipe = "LeNet-300-100 (the authors’ checkpoint)", None
     else:
-        seeds = run.seeds
-        config = dict(in_features=data.train.tensors[0][0].numel(), num_classes=data.num_classes)
-        models = [_fit(lenet_300_100, config, data.train, data_key, recipe, s, run.dev, b["train_batches"]) for s in seeds]
-        name = f"our LeNet-300-100s, {len(seeds)} seeds ({recipe_name}); not the paper's model"
-    paper = {r: dict(v, **{f"{k} (official ranking)": v[k] for k in ("prune", "merge", "gain")}) for r, v in PAPER_LENET.items()}
-    return Setup(
-        run,
-        {"": Subject(models, [0.5, 0.6, 0.7, 0.8], kw=dict(criterion="l1"))},
-        data.test,
-        data.num_classes,
-        paper,
-        f"LeNet-300-100 on {data.name}, l1, no fine-tuning: test accuracy % ({name})",
-        name,
-        seeds,
-        gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
-        gap_claim=True,
-        extra_claims=_lenet_claims,
-        paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
-        evidence=(
-            ("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
-            ("merge", "prune", "ranking w only, not the paper's [w, b]"),
-        ),
-        stand_in={
-            "": _zoo_label(zn)
-            if trained
-            else f"LeNet-300-100{' (the authors’ checkpoint)' if ck_acc is not None else ''} on {_dn(data)}"
-        },
-        zoo=trained,
-        extra=dict(
-            data=data_key,
-            model=name,
-            recipe=None if ck_acc is not None else recipe,
-            criterion="l1",
-            threshold=0.45,
-            layer_order="original (reference code)",
-            checkpoint_stored_accuracy=ck_acc,
-            dry_run=run.dry_run,
-        ),
-    )
-
-
-def _vgg16(run: Run) -> Setup:
-    "VGG-16-BN, the paper's CIFAR-10 configuration (conv1, conv8-13) with l1 / l2 / l2-GM; smaller ratios (and 50%) below paper scale."
-    trained = {}
-    if run.scale == "paper":
-        data, key, config, recipe = cifar10(run.data_root), "cifar10", dict(num_classes=10, width=1), CIFAR_RECIPE
-        data = _paper_test(data, run)
-        models, source = _load_or_fit(_weights(run, "vgg16_cifar"), vgg16_bn_cifar, config, data, key, recipe, run)
-        name, ratios, seeds = f"VGG-16-BN on CIFAR-10 ({source})", [0.5], run.seeds if source == "trained here" else [run.seed]
-        label = f"VGG-16-BN on {_dn(data)}"
-    elif run.scale == "cpu":
-        zn = ZOO_STAND_INS[run.name]["l1"]
-        (data, key), config, recipe, source = _zoo_data(zn, run), zoo.ZOO[zn].config, zoo.ZOO[zn].recipe, "the model zoo"
-        trained, seeds = _zoo_models(run, ZOO_STAND_INS[run.name])
-        models, label, ratios = [t.model for t in trained["l1"]], _zoo_label(zn), [0.1, 0.3, 0.5]
-        name = f"{label} (stand-in for VGG-16 on CIFAR-10; the model zoo's)"
-    else:
-        data, key, config = digits(size=32, channels=3), SMOKE_DIGITS, dict(num_classes=10, width=8)
-        recipe = dict(SMALL_RECIPE, epochs=2)
-        models, source = [_fit(vgg16_bn_cifar, config, data.train, key, recipe, s, run.dev) for s in run.seeds], "trained here"
-        name, ratios = f"VGG-16-BN/{config['width']} on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)", [0.1, 0.3, 0.5]
-        seeds, label = run.seeds, f"VGG-16-BN/{config['width']} on {_dn(data)}"
-    subjects = {c: Subject(models, ratios, paper_cfg_ratios, dict(criterion=c)) for c in ("l1", "l2", "l2-GM")}
-    return Setup(
-        run,
-        subjects,
-        data.test,
-        data.num_classes,
-        PAPER_VGG16,
-        f"{name}: test accuracy %, no fine-tuning",
-        name,
-        seeds,
-        params="params removed %",
-        row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}",
-        corner="criterion",
-        claim_ratios=lambda s, rs: [r for r in rs if r == 0.5],
-        extra_claims=_vgg16_claims,
-        paper_ratios={"*": [0.5]},
-        stand_in=dict.fromkeys(subjects, label),
-        zoo=trained,
-        extra=dict(
-            data=key,
-            model=name,
-            config=config,
-            recipe=None if source.startswith("weights file") else recipe,
-            lam=0.85,
-            threshold=0.1,
-            ratios=ratios,
-            dry_run=run.dry_run,
-        ),
-    )
-
-
-def _activations(run: Run) -> Setup:
-    "VGG-16-BN per activation (rebuttal Table 1): the paper's configuration of layers; full width on CIFAR-10 at paper scale, stand-ins below."
-    trained, seeds = {}, run.seeds
-    if run.scale == "paper":
-        data, key, width, in_ch, recipe, ratio = _paper_test(cifar10(run.data_root), run), "cifar10", 1, 3, CIFAR_RECIPE, 0.5
-    elif run.scale == "cpu":
-        zs = ZOO_STAND_INS[run.name]
-        (data, key), ratio = _zoo_data(zs["Tanh"], run), 0.1
-        width, in_ch, recipe = zoo.ZOO[zs["Tanh"]].config["width"], 1, zoo.ZOO[zs["Tanh"]].recipe
-        trained, seeds = _zoo_models(run, zs)
-    else:
-        data, key, width, in_ch, recipe, ratio = (
-            digits(size=32, channels=3),
-            SMOKE_DIGITS,
-            16,
-            3,
-            dict(SMALL_RECIPE, epochs=2),
-            0.1,
+        config, ck_acc, label = (
+            dict(in_features=data.train.tensors[0][0].numel(), num_classes=data.num_classes),
+            None,
+            "LeNet-300-100",
         )
-    subjects, sources = {}, set()
-    for a, act in ACTIVATIONS.items():
-        config = dict(num_classes=10, width=width, activation=act, **({"in_channels": in_ch} if in_ch != 3 else {}))
-        path = run.data_path(WEIGHTS[f"vgg16_cifar_{act}"]) if run.scale == "paper" and run.data_root is not None else None
-        if trained:
-            models, src = [t.model for t in trained[a]], "the model zoo's"
-        else:
-            models, src = _load_or_fit(path, vgg16_bn_cifar, config, data, key, recipe, run)
-        subjects[a] = Subject(models, [ratio], paper_cfg_ratios)
+        seeds = run.seeds
+        models = [
+            _fit(lenet_300_100, config, data.train, "fashion_mnist", recipe, s, run.dev, run.budget["train_batches"])
+            for s in seeds
+        ]
+        model_name = (
+            f"our LeNet-300-100s, {len(seeds)} seeds (reference main.py recipe: SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, "
+            "200 epochs, lr ×0.1 at 100 and ×0.01 at 151); not the paper's model"
+        )
+    labels = {"": f"{label} on {_dn(data)}"}
+    return _make(
+        run,
+        name,
+        {"": models},
+        data.test,
+        data.num_classes,
+        model_name,
+        data.name,
+        seeds,
+        labels,
+        data="fashion_mnist",
+        recipe=recipe,
+        checkpoint_stored_accuracy=ck_acc,
+    )
+
+
+def _cifar_paper(run: Run, name: str) -> Setup:
+    "The paper's CIFAR-10 models (`PAPER_MODELS`): each read from its weights file, or trained here with the reference recipe."
+    specs, data = PAPER_MODELS[name], _paper_test(cifar10(run.data_root), run)
+    files = {v[3] for v in specs.values()}
+    if run.weights is not None and len(files) > 1:
+        raise ValueError(
+            f"`weights` names one file, but this experiment reads {len(files)}: pass weights=None to read {sorted(WEIGHTS[f] for f in files)} under data_root"
+        )
+    got, sources = {}, set()
+    for n, a, c, k in dict((v[0], v) for v in specs.values()).values():
+        got[n], src = _load_or_fit(_weights(run, k), a, c, data, "cifar10", CIFAR_RECIPE, run)
         sources.add(src)
-    name = (
-        f"VGG-16-BN per activation on CIFAR-10 ({', '.join(sorted(sources))})"
-        if run.scale == "paper"
-        else f"VGG-16-BN/{width} per activation on {zoo.DATA_NAMES[key]} (stand-ins for VGG-16 on CIFAR-10; the model zoo's)"
-        if trained
-        else f"VGG-16-BN/{width} per activation on {data.name} 32×32 (stand-in for VGG-16 on CIFAR-10)"
-    )
-    return Setup(
+    model_name = f"{', '.join(got)} on CIFAR-10 ({', '.join(sorted(sources))})"
+    seeds = run.seeds if "trained here" in sources else [run.seed]
+    labels = {s: f"{v[0]} on {_dn(data)}" for s, v in specs.items()}
+    recipe = CIFAR_RECIPE if "trained here" in sources else None
+    return _make(
         run,
-        subjects,
+        name,
+        {s: got[v[0]] for s, v in specs.items()},
         data.test,
         data.num_classes,
-        PAPER_ACTIVATIONS,
-        f"{name}, conv1 + conv8-13 at {{ratio}}: test accuracy %",
-        name,
+        model_name,
+        data.name,
         seeds,
-        row=lambda a, r: a,
-        corner="activation",
-        partner_seed=lambda s, r: 1000 * s + 1,
-        paper_ratios={"*": [0.5]},
-        stand_in={
-            a: _zoo_label(ZOO_STAND_INS[run.name][a])
-            if trained
-            else f"VGG-16-BN{'' if width == 1 else f'/{width}'} {a} on {_dn(data)}"
-            for a in subjects
-        },
-        zoo=trained,
-        extra=dict(data=key, model=name, width=width, ratio=ratio, recipe=recipe, dry_run=run.dry_run),
+        labels,
+        data="cifar10",
+        recipe=recipe,
     )
 
 
-def _mobilenet(run: Run) -> Setup:
-    "MobileNetV1 with every layer at the same ratio (rebuttal Table 2): 40/50/60% at paper scale, 10/20/30% below."
-    trained = {}
-    if run.scale == "paper":
-        data, key, config, recipe, ratios = (
-            _paper_test(cifar10(run.data_root), run),
-            "cifar10",
-            dict(num_classes=10, width=1),
-            CIFAR_RECIPE,
-            [0.4, 0.5, 0.6],
-        )
-        models, source = _load_or_fit(_weights(run, "mobilenet"), mobilenet_v1, config, data, key, recipe, run)
-        name, seeds = f"MobileNetV1 on CIFAR-10 ({source})", run.seeds if source == "trained here" else [run.seed]
-        label = f"MobileNetV1 on {_dn(data)}"
-    elif run.scale == "cpu":
-        zn = ZOO_STAND_INS[run.name][""]
-        (data, key), config, recipe, source = _zoo_data(zn, run), zoo.ZOO[zn].config, zoo.ZOO[zn].recipe, "the model zoo"
-        trained, seeds = _zoo_models(run, ZOO_STAND_INS[run.name])
-        models, label, ratios = [t.model for t in trained[""]], _zoo_label(zn), [0.1, 0.2, 0.3]
-        name = f"{label} (stand-in for MobileNetV1 on CIFAR-10; the model zoo's)"
-    else:
-        data, key, config = digits(size=32, channels=3), SMOKE_DIGITS, dict(num_classes=10, width=4)
-        recipe, ratios = dict(SMALL_RECIPE, epochs=3), [0.1, 0.2, 0.3]
-        models, source = [_fit(mobilenet_v1, config, data.train, key, recipe, s, run.dev) for s in run.seeds], "trained here"
-        name = f"MobileNetV1/{config['width']} on {data.name} 32×32 (stand-in for MobileNetV1 on CIFAR-10)"
-        seeds, label = run.seeds, f"MobileNetV1/{config['width']} on {_dn(data)}"
-    return Setup(
-        run,
-        {"": Subject(models, ratios)},
-        data.test,
-        data.num_classes,
-        PAPER_MOBILENET,
-        f"{name}, every layer pruned: test accuracy %, no fine-tuning",
-        name,
-        seeds,
-        params="params (M)",
-        gap_claim=True,
-        paper_ratios={"*": [0.4, 0.5, 0.6]},
-        stand_in={"": label},
-        zoo=trained,
-        extra=dict(
-            data=key,
-            model=name,
-            config=config,
-            recipe=None if source.startswith("weights file") else recipe,
-            ratios=ratios,
-            dry_run=run.dry_run,
-        ),
-    )
+def _imagenet_paper(run: Run, name: str) -> Setup:
+    "torchvision VGG-16 and ResNet-34 with the state dicts under `data_root`, on the ImageNet validation set (224×224)."
+    test = first(imagenet_folder(run.data_path("imagenet"), "val"), run.budget["test_images"])
+    models = {}
+    for s, k in (("VGG", "vgg16"), ("ResNet", "resnet34")):
+        m = torchvision_model(k)
+        load_weights(m, run.data_path(WEIGHTS[k]), expected=f"torchvision.models.{k}()")
+        models[s] = [m.eval()]
+    labels = {"VGG": "VGG-16 (torchvision) on ImageNet", "ResNet": "ResNet-34 (torchvision) on ImageNet"}
+    model_name = "torchvision VGG-16 and ResNet-34 on ImageNet val (224×224)"
+    return _make(run, name, models, test, 1000, model_name, "imagenet", [run.seed], labels)
 
 
-def _imagenet(run: Run) -> Setup:
-    "VGG-16 (last conv pruned) and ResNet (inner block convs pruned), top-1/top-5 (rebuttal Table 3): torchvision ImageNet models at paper scale, CIFAR-size stand-ins below."
-    b, trained = run.budget, {}
-    if run.scale == "paper":
-        test, seeds, num_classes = first(imagenet_folder(run.data_path("imagenet"), "val"), b["test_images"]), [run.seed], 1000
-        vgg, res = torchvision_model("vgg16"), torchvision_model("resnet34")
-        for m, k in ((vgg, "vgg16"), (res, "resnet34")):
-            load_weights(m, run.data_path(WEIGHTS[k]), expected=f"torchvision.models.{k}()")
-        vggs, ress, name = [vgg.eval()], [res.eval()], "torchvision VGG-16 and ResNet-34 on ImageNet val (224×224)"
-        stand_in = {"VGG": "VGG-16 (torchvision) on ImageNet", "ResNet": "ResNet-34 (torchvision) on ImageNet"}
-    elif run.scale == "cpu":
-        zs = ZOO_STAND_INS[run.name]
-        (data, key), (trained, seeds) = _zoo_data(zs["VGG"], run), _zoo_models(run, zs)
-        vggs, ress = [t.model for t in trained["VGG"]], [t.model for t in trained["ResNet"]]
-        test, num_classes = data.test, data.num_classes
-        name = f"{zs['VGG']} and {zs['ResNet']} on {zoo.DATA_NAMES[key]} (stand-ins for ImageNet VGG-16 and ResNet-34; the model zoo's)"
-        stand_in = {s: _zoo_label(n) for s, n in zs.items()}
-    else:
-        seeds = run.seeds
-        data, key = digits(size=32, channels=3), SMOKE_DIGITS
-        vgg_cfg, res_cfg = dict(num_classes=10, width=8), dict(depth=20, num_classes=10, width=2)
-        vgg_recipe, res_recipe = dict(SMALL_RECIPE, epochs=2), dict(SMALL_RECIPE, epochs=3)
-        vggs = [_fit(vgg16_bn_cifar, vgg_cfg, data.train, key, vgg_recipe, s, run.dev) for s in seeds]
-        ress = [_fit(cifar_resnet, res_cfg, data.train, key, res_recipe, s, run.dev) for s in seeds]
-        test, num_classes = data.test, data.num_classes
-        name = f"VGG-16-BN/{vgg_cfg['width']} and ResNet-20/{res_cfg['width']} on {data.name} 32×32 (stand-ins for ImageNet VGG-16 and ResNet-34)"
-        stand_in = {
-            "VGG": f"VGG-16-BN/{vgg_cfg['width']} on {_dn(data)}",
-            "ResNet": f"ResNet-20/{res_cfg['width']} on {_dn(data)}",
-        }
-    lc = last_conv(vggs[0])
-    subjects = {"VGG": Subject(vggs, [0.5, 0.6, 0.7], functools.partial(_only, lc)), "ResNet": Subject(ress, [0.1, 0.2, 0.3])}
-    return Setup(
-        run,
-        subjects,
-        test,
-        num_classes,
-        PAPER_IMAGENET,
-        f"{name}: top-1 / top-5 accuracy %, no fine-tuning",
-        name,
-        seeds,
-        topk=(1, 5),
-        params="params (M)",
-        pool_controls=False,
-        extra_claims=_top5_claims,
-        corner="model, ratio",
-        paper_ratios={"VGG": [0.5, 0.6, 0.7], "ResNet": [0.1, 0.2, 0.3]},
-        stand_in=stand_in,
-        zoo=trained,
-        extra=dict(model=name, vgg_last_conv=lc, dry_run=run.dry_run),
-    )
-
-
-def _only(layer: str, model: nn.Module, r: float) -> dict:
-    "`merge`'s ratio argument pruning only `layer`."
-    return {layer: r}
-
-
-_SETUPS = {
-    "merging_lenet": _lenet,
-    "merging_vgg16_cifar": _vgg16,
-    "merging_table1_activations": _activations,
-    "merging_table2_mobilenet": _mobilenet,
-    "merging_table3_imagenet": _imagenet,
+_STAND_INS = {  # stand_ins -> experiment -> its builder
+    "digits": dict.fromkeys(EXPERIMENTS, _from_digits),
+    "zoo": dict.fromkeys(EXPERIMENTS, _from_zoo),
+    "paper": {
+        "lenet": _lenet_paper,
+        "vgg16": _cifar_paper,
+        "activations": _cifar_paper,
+        "mobilenet": _cifar_paper,
+        "imagenet": _imagenet_paper,
+    },
 }
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #4169737d
-def setup(run: Run) -> Setup:
-    "The models (the paper's, the model zoo's stand-ins at cpu scale, or smoke stand-ins trained through the checkpoint cache) and the test set of the merging notebook `run.name`, each model scored on it."
-    if run.name not in _SETUPS:
-        raise ValueError(f"`run.name` {run.name!r} is not a merging notebook; start one of {sorted(_SETUPS)}")
-    if run.dry_run and run.scale != "paper":
-        raise ValueError("`dry_run=True` is the paper protocol at a tiny budget: use it with scale='paper'")
-    if run.scale == "smoke":
-        torch.set_num_threads(1)
-    S = _SETUPS[run.name](run)
+def setup(run: Run, experiment: str) -> Setup:
+    "The models of `experiment` (a key of `EXPERIMENTS`) as the budget's `stand_ins` says (small stand-ins trained on digits, the model zoo's, or the paper's), at the budget's ratios, each model scored on the test set."
+    if experiment not in EXPERIMENTS:
+        raise ValueError(f"`experiment` must be one of {list(EXPERIMENTS)}, got {experiment!r}")
+    b = run.budget
+    _ratios(run, experiment)  # a budget without this experiment's ratios fails before any training
+    if b["stand_ins"] not in _STAND_INS:
+        raise ValueError(f"`stand_ins` must be one of {list(_STAND_INS)}, got {b['stand_ins']!r}")
+    if run.dry_run and BUDGETS[run.scale]["stand_ins"] != b["stand_ins"]:
+        raise ValueError(
+            f"`dry_run=True` is the paper protocol at a tiny budget (stand_ins={b['stand_ins']!r}): use it with scale='paper'"
+        )
+    if run.weights is not None and b["stand_ins"] != "paper":
+        raise ValueError(
+            f"`weights` is read with the paper's models only (stand_ins='paper', scale='paper'); this run's stand_ins are {b['stand_ins']!r}: pass weights=None"
+        )
+    if b["threads"]:
+        torch.set_num_threads(b["threads"])
+    S = _STAND_INS[b["stand_ins"]][experiment](run, experiment)
     for subj, sub in S.subjects.items():
-        S.baseline[subj] = [hits(m, S.test, S.topk, run.dev) for m in sub.models]
+        S.baseline[subj] = [hits(m, S.test, S.experiment.topk, run.dev) for m in sub.models]
     return S
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #d2200600
-VARIANTS = {
+VARIANTS = {  # the methods a notebook compares, by name: (function, its arguments)
     "prune": (prune, {}),
     "merge": (merge, {}),
     "merge t=none": (merge, dict(threshold=None)),
@@ -794,7 +943,7 @@ VARIANTS = {
 
 @dataclass
 class Measurements:
-    "What `prune_and_merge` measured: correctness per (subject, variant, ratio, model index), parameter counts and merge reports."
+    "What `prune_and_merge` measured (kept in `Result.raw`): correctness per (subject, variant, ratio, model index), parameter counts and merge reports."
 
     setup: Setup
     variants: dict
@@ -846,10 +995,8 @@ class Measurements:
         ).tolist()
 
 
-def prune_and_merge(
-    setup: Setup, variants=("prune", "merge", "merge t=none", "random partner t=none"), ratios=None
-) -> Measurements:
-    "Prune and merge every model of every subject of `setup` at each of `ratios` with each of `variants`; score each on the test set."
+def _check(setup: Setup, variants, ratios) -> dict:
+    "{subject: ratios} to run, after checking `variants` and `ratios`."
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
         raise ValueError(f"`variants` must be names of VARIANTS {list(VARIANTS)}, at least one; got {list(variants)}")
@@ -860,33 +1007,31 @@ def prune_and_merge(
     bad = [r for v in rs.values() for r in v if not 0 <= r < 1]
     if bad:
         raise ValueError(f"`ratios` must lie in [0, 1) (0.5 prunes half of each layer's neurons), got {bad}")
-    M = Measurements(setup, {v: VARIANTS[v] for v in variants}, rs)
+    return rs
+
+
+def prune_and_merge(setup: Setup, variants=None, ratios=None) -> Result:
+    "Prune and merge every model of every subject of `setup` at each of `ratios` with each of `variants` (None: the experiment's); score each on the test set; the measurements in `raw['measurements']`."
+    variants = setup.experiment.variants if variants is None else variants
+    M = Measurements(setup, {v: VARIANTS[v] for v in variants if v in VARIANTS}, _check(setup, variants, ratios))
     for subj, sub in setup.subjects.items():
         for i, model in enumerate(sub.models):
             M.hits[(subj, "baseline", None, i)] = setup.baseline[subj][i]
-            for r in rs[subj]:
+            for r in M.ratios[subj]:
                 ratio = r if sub.spec is None else sub.spec(model, r)
                 for v, (fn, kw) in M.variants.items():
-                    if kw.get("partner") == "random":
-                        kw = dict(kw, seed=setup.partner_seed(setup.seeds[i], r))  # a fresh draw per model and ratio
+                    if kw.get("partner") == "random":  # a fresh draw per model and ratio
+                        kw = dict(kw, seed=setup.experiment.partner_seed(setup.seeds[i], r))
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         small, rep = fn(model, ratio, **sub.kw, **kw)
                     M.warnings += sum("cosine threshold" in str(w.message) for w in caught)
-                    M.hits[(subj, v, r, i)] = hits(small, setup.test, setup.topk, setup.run.dev)
+                    M.hits[(subj, v, r, i)] = hits(small, setup.test, setup.experiment.topk, setup.run.dev)
                     M.layers[(subj, v, r, i)] = rep.layers
                 M.params[(subj, r)] = (rep.params_before, rep.params_after)
-    return M
+    return Result(setup.run, raw=dict(measurements=M))
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #3a855699
-@dataclass
-class MergingResult(Result):
-    "A merging notebook's `Result`, holding the measurements its diagnoses and figure read (not saved) and where each claim was measured."
-
-    measurements: Measurements | None = None
-    where: dict = field(default_factory=dict)  # claim key -> (subjects, ratios) it pools over
-
-
 def _key(*parts) -> str:
     "A claim key from its non-empty parts ('merge-over-prune', 'LeakyReLU', 0.5 → 'merge-over-prune/leakyrelu/r50')."
     return "/".join(p if isinstance(p, str) else f"r{round(100 * p)}" for p in parts if p != "").lower().replace(" ", "-")
@@ -894,32 +1039,32 @@ def _key(*parts) -> str:
 
 def _table(M: Measurements) -> dict:
     "{row: {column: value}} in the paper's shape: baseline, prune, merge, gain, the parameters, then the other variants."
-    S, out = M.setup, {}
+    S, X, out = M.setup, M.setup.experiment, {}
     for subj in S.subjects:
         for r in M.ratios[subj]:
             row = {}
-            for k in S.topk:
+            for k in X.topk:
                 sfx = "" if k == 1 else f" top-{k}"
                 row["baseline" + sfx] = C.mean_se(M.acc(subj, "baseline", None, k))
                 for v in ("prune", "merge"):
                     if M.has(v):
                         row[v + sfx] = C.mean_se(M.acc(subj, v, r, k))
-                for g, a, b in S.gains[:1]:
+                for g, a, b in X.gains[:1]:
                     if M.has(a, b):
                         row[g + sfx] = C.mean_se(M.acc(subj, a, r, k) - M.acc(subj, b, r, k))
             before, after = M.params[(subj, r)]
-            if S.params == "params (M)":
+            if X.params == "params (M)":
                 row["params (M)"] = after / 1e6
-            elif S.params == "params removed %":
+            elif X.params == "params removed %":
                 row["params removed %"] = 100 * (1 - after / before)
             for v in M.variants:
                 if v not in ("prune", "merge"):
-                    for k in S.topk:
+                    for k in X.topk:
                         row[v + ("" if k == 1 else f" top-{k}")] = C.mean_se(M.acc(subj, v, r, k))
-            for g, a, b in S.gains[1:]:
+            for g, a, b in X.gains[1:]:
                 if M.has(a, b):
                     row[g] = C.mean_se(M.acc(subj, a, r) - M.acc(subj, b, r))
-            out[S.row(subj, r)] = row
+            out[X.row(subj, r)] = row
     return out
 
 
@@ -929,513 +1074,364 @@ def _flat(table: dict) -> dict:
 
 
 def _record(M: Measurements) -> dict:
-    "What the results JSON keeps beside the table: the setup's settings, seeds, per-model accuracies, merged shares, warnings."
-    S = M.setup
+    "What the results JSON keeps beside the table: the setup's settings, ratios, seeds, per-model accuracies, merged shares, warnings."
+    S, row = M.setup, M.setup.experiment.row
     rows = [(s, r) for s in S.subjects for r in M.ratios[s]]
-    first_ratios = M.ratios[next(iter(S.subjects))]
-    extra = dict(
-        S.extra,
-        **({"ratios": first_ratios} if "ratios" in S.extra else {}),
-        **({"ratio": first_ratios[0]} if "ratio" in S.extra else {}),
-    )
     zoo_rec = {
         ts[0].name: dict(seeds=[t.seed for t in ts], values=[round(t.value, 4) for t in ts], floor=ts[0].floor)
         for ts in S.zoo.values()
     }
     return dict(
-        extra,
+        S.extra,
+        ratios=M.ratios,
         **({"zoo": zoo_rec} if zoo_rec else {}),
         seeds=S.seeds,
-        per_model={f"{v} | {S.row(s, r)}": M.acc(s, v, r).tolist() for s, r in rows for v in M.variants},
+        per_model={f"{v} | {row(s, r)}": M.acc(s, v, r).tolist() for s, r in rows for v in M.variants},
         baseline_per_model={s: M.acc(s, "baseline").tolist() for s in S.subjects},
-        merged_share={f"{v} | {S.row(s, r)}": M.merged_share(s, v, r) for s, r in rows for v in M.variants if "merge" in v},
+        merged_share={f"{v} | {row(s, r)}": M.merged_share(s, v, r) for s, r in rows for v in M.variants if "merge" in v},
         threshold_warnings=M.warnings,
-        params={S.row(s, r): dict(before=b, after=a) for (s, r), (b, a) in M.params.items()},
+        params={row(s, r): dict(before=b, after=a) for (s, r), (b, a) in M.params.items()},
     )
-
-
-def evaluate(measurements: Measurements) -> MergingResult:
-    "The `Result` of the measurements: the paper-shaped table, the stand-ins' test accuracy, the claims (each with its `paper_claim` and `role`) and their diagnoses (`RULES`)."
-    from attribkit.results import paper_table
-
-    M, S = measurements, measurements.setup
-    table = _table(M)
-    title = S.title.replace("{ratio}", f"{M.ratios[next(iter(S.subjects))][0]:.0%}")
-    res = MergingResult(
-        S.run,
-        tables=[paper_table(table, S.paper, title=title, decimals=2, corner=S.corner)],
-        measured=_flat(table),
-        paper=_flat(S.paper),
-        extra=_record(M),
-        measurements=M,
-    )
-    res.stand_ins = {
-        name: float(np.mean(S.accuracy(s))) / 100 for s, name in (S.stand_in or dict.fromkeys(S.subjects, S.model_name)).items()
-    }
-    res.claims = _claims(M, res.where)
-    diagnose(res, RULES)
-    return res
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #05bfc46f
-def _compare(
-    M: Measurements,
-    key: str,
-    text: str,
-    eff: np.ndarray,
-    base: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    detail: str = "",
-    role: str = "evidence",
-    subjects=None,
-) -> dict:
-    "Claim `eff` > 0 for the notebook's registry claim (`Setup.paper_claim`) in `role`, unless the unpruned models, or both variants (the better of the two), are at chance, or a zoo stand-in of `subjects` (default: all) is under its floor."
-    K, pc = M.setup.num_classes, M.setup.paper_claim
+def _judge(M: Measurements, spec: C.ClaimSpec, subjects, eff, base, a, b, detail: str = "") -> dict:
+    "`spec` judged on the effects `eff`, unless the unpruned models, or both variants (the better of the two), are at chance, or a zoo stand-in of `subjects` is under its floor."
+    K = M.setup.num_classes
     chance = C.chance_reason(np.mean(base) / 100, K, "unpruned model(s)") or C.chance_reason(
         max(np.mean(a), np.mean(b)) / 100, K, f"both variants ({np.mean(b):.1f}% vs {np.mean(a):.1f}%)"
     )
     why = "; ".join(w for w in (chance, M.setup.floor_reason(subjects)) if w)
     if why:
-        return C.not_evaluable(key, text, why, len(eff), M.units, paper_claim=pc, role=role)
-    return C.claim(key, text, eff, units=M.units, detail=detail, paper_claim=pc, role=role)
-
-
-def _pair(M: Measurements) -> tuple:
-    "The (merged, pruned, how) variants of the evidence: the first of `Setup.evidence` measured (the paper's variant first)."
-    return next(((a, b, how) for a, b, how in M.setup.evidence if M.has(a, b)), (None, None, ""))
+        return spec.judge(effect=float("nan"), se=float("nan"), n=len(eff), not_evaluable=why)
+    return spec.judge(eff, detail=detail)
 
 
 def _paper_note(S: Setup, subj: str, r: float, how: str = "") -> str:
     "' (paper: +x points)' at a ratio of the paper's table; at another ratio, that it is not the paper's configuration and which that is."
-    pr = S.paper_ratios.get(subj, S.paper_ratios.get("*"))
-    gain = S.paper.get(S.row(subj, r), {}).get("gain")
-    at = pr is None or any(abs(r - x) < 1e-9 for x in pr)
-    if at:
+    X = S.experiment
+    pr = X.paper_ratios.get(subj, X.paper_ratios.get("*"))
+    gain = S.paper.get(X.row(subj, r), {}).get("gain")
+    if pr is None or any(abs(r - x) < 1e-9 for x in pr):
         parts = [f"paper: {gain:+.2f} points"] if gain is not None else []
     else:
-        ratios = "/".join(f"{x:.0%}" for x in pr)
         parts = [
-            f"not the paper's configuration: it prunes {ratios}"
+            f"not the paper's configuration: it prunes {'/'.join(f'{x:.0%}' for x in pr)}"
             + (f" and reports {gain:+.2f} points there" if gain is not None else "")
         ]
     return f" ({'; '.join(parts + ([how] if how else []))})" if parts or how else ""
 
 
-def _claims(M: Measurements, where: dict) -> list:
-    "The paper's claims on these measurements (merge > prune per ratio, the gap's growth, the two controls, the notebook's own), noting in `where` what each pools over."
-    S, out = M.setup, []
+def _merge_over_prune(M: Measurements, subj: str) -> list:
+    S, X = M.setup, M.setup.experiment
+    (mv, pv, how), rs = X.evidence, M.ratios[subj]
+    out = []
+    for r in rs if X.claim_ratios is None else [r for r in rs if r in X.claim_ratios]:
 
-    def add(c, subjects, ratios):
-        out.append(c)
-        where[c["key"]] = (subjects, ratios)
+        def measure(spec, r=r):
+            base, a, b = M.acc(subj, "baseline"), M.acc(subj, mv, r), M.acc(subj, pv, r)
+            detail = f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}"
+            return _judge(M, spec, [subj], M.diff(subj, mv, pv, r), base, a, b, detail)
 
-    mv, pv, how = _pair(M)
-    for subj in S.subjects:
-        base, who, rs = M.acc(subj, "baseline"), f"{subj}: " if subj else "", M.ratios[subj]
-        if mv is None:
-            continue
-        for r in S.claim_ratios(subj, rs):
-            a, b = M.acc(subj, mv, r), M.acc(subj, pv, r)
-            add(
-                _compare(
-                    M,
-                    _key("merge-over-prune", subj, r),
-                    f"{who}merge keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how),
-                    M.diff(subj, mv, pv, r),
-                    base,
-                    a,
-                    b,
-                    f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}",
-                    subjects=[subj],
-                ),
-                [subj],
-                [r],
-            )
-        if S.gap_claim and len(rs) > 1:
-            r0, r1 = rs[0], rs[-1]
-            p = [S.paper.get(S.row(subj, r), {}).get("gain") for r in (r0, r1)]
-            add(
-                _compare(
-                    M,
-                    _key("gap-grows", subj, r0, r1),
-                    f"{who}diagnostic: the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}"
-                    + (f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""),
-                    M.diff(subj, mv, pv, r1) - M.diff(subj, mv, pv, r0),
-                    base,
-                    M.acc(subj, mv, r1),
-                    M.acc(subj, pv, r1),
-                    role="diagnostic",
-                    subjects=[subj],
-                ),
-                [subj],
-                rs,
-            )
-    for grp in [list(S.subjects)] if S.pool_controls else [[s] for s in S.subjects]:
-        pool = lambda a, b: np.mean([np.mean([M.diff(s, a, b, r) for r in M.ratios[s]], 0) for s in grp], 0)
-        accs = lambda v: np.mean([M.acc(s, v, r) for s in grp for r in M.ratios[s]], 0)
-        base = np.mean([M.acc(s, "baseline") for s in grp], 0)
-        one = grp[0] if len(grp) == 1 else ""
-        over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
-        if M.has("merge t=none", "random partner t=none"):
-            add(
-                _compare(
-                    M,
-                    _key("control/random-partner", one),
-                    f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}; "
-                    "if it does not, merge − prune measures re-scaling, not compensation",
-                    pool("merge t=none", "random partner t=none"),
-                    base,
-                    accs("merge t=none"),
-                    accs("random partner t=none"),
-                    f"MostSim {np.mean(accs('merge t=none')):.2f} vs random {np.mean(accs('random partner t=none')):.2f}",
-                    role="control",
-                    subjects=grp,
-                ),
-                grp,
-                None,
-            )
-        if M.has("merge t=none", "prune"):
-            add(
-                _compare(
-                    M,
-                    _key("merge-all-over-prune", one),
-                    f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({over}",
-                    pool("merge t=none", "prune"),
-                    base,
-                    accs("merge t=none"),
-                    accs("prune"),
-                    role="diagnostic",
-                    subjects=grp,
-                ),
-                grp,
-                None,
-            )
-    if S.extra_claims is not None:
-        for c, subjects, ratios in S.extra_claims(M):
-            add(c, subjects, ratios)
+        text = f"{subj + ': ' if subj else ''}merge keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how)
+        out.append((_key("merge-over-prune", subj, r), text, dict(subjects=[subj], ratios=[r]), measure))
     return out
 
+
+def _gap_grows(M: Measurements, subj: str) -> list:
+    S, (mv, pv, _), rs = M.setup, M.setup.experiment.evidence, M.ratios[subj]
+    if len(rs) < 2:
+        return []
+    r0, r1 = rs[0], rs[-1]
+    p = [S.paper.get(S.experiment.row(subj, r), {}).get("gain") for r in (r0, r1)]
+    text = f"{subj + ': ' if subj else ''}diagnostic: the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}" + (
+        f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""
+    )
+    measure = lambda spec: _judge(
+        M,
+        spec,
+        [subj],
+        M.diff(subj, mv, pv, r1) - M.diff(subj, mv, pv, r0),
+        M.acc(subj, "baseline"),
+        M.acc(subj, mv, r1),
+        M.acc(subj, pv, r1),
+    )
+    return [(_key("gap-grows", subj, r0, r1), text, dict(subjects=[subj], ratios=rs), measure)]
+
+
+def _top5(M: Measurements, subj: str) -> list:
+    S, rs = M.setup, M.ratios[subj]
+    paper = ", ".join(
+        f"{S.paper[S.experiment.row(subj, r)]['gain top-5']:+.2f}" if S.experiment.row(subj, r) in S.paper else "—" for r in rs
+    )
+    text = f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)}; paper: {paper} points)"
+    a5 = lambda v: np.mean([M.acc(subj, v, r, 5) for r in rs], 0)
+    eff = lambda: np.mean([M.diff(subj, "merge", "prune", r, k=5) for r in rs], 0)
+    measure = lambda spec: _judge(M, spec, [subj], eff(), M.acc(subj, "baseline", None, 5), a5("merge"), a5("prune"))
+    return [(_key("top5", subj), text, dict(subjects=[subj], ratios=rs), measure)]
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #05bfc46e
+def _pool(M: Measurements, grp: list, a: str, b: str, rs=None) -> np.ndarray:
+    "Effects a − b averaged over the ratios (each subject's own when `rs` is None), then over the subjects of `grp`."
+    return np.mean([np.mean([M.diff(s, a, b, r) for r in (M.ratios[s] if rs is None else rs)], 0) for s in grp], 0)
+
+
+def _accs(M: Measurements, grp: list, v: str, rs=None) -> np.ndarray:
+    "Accuracy % per model of `v`, averaged over the subjects of `grp` and the ratios."
+    return np.mean([M.acc(s, v, r) for s in grp for r in (M.ratios[s] if rs is None else rs)], 0)
+
+
+def _base(M: Measurements, grp: list) -> np.ndarray:
+    return np.mean([M.acc(s, "baseline") for s in grp], 0)
+
+
+def _random_partner(M: Measurements, grp: list) -> list:
+    one = grp[0] if len(grp) == 1 else ""
+    over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
+    text = (
+        f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}; "
+        "if it does not, merge − prune measures re-scaling, not compensation"
+    )
+
+    def measure(spec):
+        a, b = _accs(M, grp, "merge t=none"), _accs(M, grp, "random partner t=none")
+        detail = f"MostSim {np.mean(a):.2f} vs random {np.mean(b):.2f}"
+        return _judge(M, spec, grp, _pool(M, grp, "merge t=none", "random partner t=none"), _base(M, grp), a, b, detail)
+
+    return [(_key("control/random-partner", one), text, dict(subjects=grp, ratios=None), measure)]
+
+
+def _merge_all(M: Measurements, grp: list) -> list:
+    one = grp[0] if len(grp) == 1 else ""
+    over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
+    text = f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({over}"
+    measure = lambda spec: _judge(
+        M, spec, grp, _pool(M, grp, "merge t=none", "prune"), _base(M, grp), _accs(M, grp, "merge t=none"), _accs(M, grp, "prune")
+    )
+    return [(_key("merge-all-over-prune", one), text, dict(subjects=grp, ratios=None), measure)]
+
 # %% ../../nbs/papers/04_neuron_merging.ipynb #38a237e4
-_RANKINGS = {
-    "official-ranking": ("official ranking, compat='official'", " (official ranking)"),
-    "default-ranking": ("the library's default ranking", ""),
-}
-
-
-def _deviations(M: Measurements, sfx: str) -> dict:
-    "Our value − the paper's, per LeNet table entry (baseline and prune/merge at each ratio of the paper's table)."
-    dv = {"baseline": float(M.acc("", "baseline")[0]) - PAPER_LENET["50%"]["baseline"]}
-    for r in M.ratios[""]:
-        for v in ("prune", "merge"):
-            if f"{r:.0%}" in PAPER_LENET:
-                dv[f"{v} {r:.0%}"] = float(M.acc("", v + sfx, r)[0]) - PAPER_LENET[f"{r:.0%}"][v]
-    return dv
-
-
-def _lenet_claims(M: Measurements) -> list:
+def _checkpoint(family: str, M: Measurements, _=None) -> list:
+    "On the authors' LeNet checkpoint: whether it reproduces each of the paper's nine numbers within 0.5 points (one ranking)."
     S = M.setup
     if not S.single or S.extra.get("checkpoint_stored_accuracy") is None:
         return []
-    out = []
-    for tag, (mode, sfx) in _RANKINGS.items():
-        if not M.has("prune" + sfx, "merge" + sfx):
-            continue
+    mode, sfx = RANKINGS[family]
+
+    def measure(spec):
         dv = _deviations(M, sfx)
         worst = max(dv, key=lambda k: abs(dv[k]))
-        c = C.claim(
-            _key("checkpoint", tag),
-            f"diagnostic: the authors' checkpoint reproduces each of the paper's nine numbers within 0.5 points ({mode})",
-            effect=0.5 - abs(dv[worst]),
-            se=0.0,
-            n=len(dv),
-            units="table entries",
-            detail=f"effect = 0.5 − max |Δ|; largest deviation {worst}: {dv[worst]:+.2f}",
-            paper_claim=S.paper_claim,
-            role="diagnostic",
-        )
-        out.append((c, [""], M.ratios[""]))
-    return out
+        detail = f"effect = 0.5 − max |Δ|; largest deviation {worst}: {dv[worst]:+.2f}"
+        return spec.judge(effect=0.5 - abs(dv[worst]), se=0.0, n=len(dv), detail=detail)
+
+    text = f"diagnostic: the authors' checkpoint reproduces each of the paper's nine numbers within 0.5 points ({mode})"
+    return [(family, text, dict(subjects=[""], ratios=M.ratios[""], ranking=sfx), measure)]
 
 
-def _vgg16_claims(M: Measurements) -> list:
-    S, out, subs = M.setup, [], list(M.setup.subjects)
-    rs = M.ratios["l1"]
-    pool = lambda a, b, rr: np.mean([M.diff(c, a, b, r) for c in subs for r in rr], 0)
-    accs = lambda v, rr: np.mean([M.acc(c, v, r) for c in subs for r in rr], 0)
-    base = M.acc("l1", "baseline")
-    if len(rs) > 1 and M.has("merge", "prune"):
-        swept = "/".join(f"{r:.0%}" for r in rs)
-        out.append(
-            (
-                _compare(
-                    M,
-                    "mean-merge-over-prune",
-                    f"Merge keeps higher accuracy than prune, averaged over the three criteria and {swept} of conv1 and "
-                    "conv8-13 (not the paper's configuration alone: it prunes 50%)",
-                    pool("merge", "prune", rs),
-                    base,
-                    accs("merge", rs),
-                    accs("prune", rs),
-                ),
-                subs,
-                rs,
-            )
-        )
-    if 0.5 in rs and M.has("merge"):
+def _mean_merge_over_prune(M: Measurements, _=None) -> list:
+    subs, rs = list(M.setup.subjects), M.ratios[next(iter(M.setup.subjects))]
+    if len(rs) < 2:
+        return []
+    text = (
+        f"Merge keeps higher accuracy than prune, averaged over the three criteria and {'/'.join(f'{r:.0%}' for r in rs)} "
+        "of conv1 and conv8-13 (not the paper's configuration alone: it prunes 50%)"
+    )
+    measure = lambda spec: _judge(
+        M,
+        spec,
+        subs,
+        _pool2(M, subs, "merge", "prune", rs),
+        _base1(M, subs),
+        _accs(M, subs, "merge", rs),
+        _accs(M, subs, "prune", rs),
+    )
+    return [("mean-merge-over-prune", text, dict(subjects=subs, ratios=rs), measure)]
+
+
+def _merge_near_unpruned(M: Measurements, _=None) -> list:
+    subs, rs = list(M.setup.subjects), M.ratios[next(iter(M.setup.subjects))]
+    if 0.5 not in rs:
+        return []
+    text = (
+        "diagnostic (the stand-in's redundancy): at the paper's configuration merge stays within 1 point of the unpruned model "
+        "(paper: 93.16 vs 93.70; mean over criteria)"
+    )
+
+    def measure(spec):
         eff = np.mean([M.diff(c, "merge", "baseline", 0.5) for c in subs], 0) + 1.0
-        out.append(
-            (
-                _compare(
-                    M,
-                    "merge-near-unpruned/r50",
-                    "diagnostic (the stand-in's redundancy): at the paper's configuration merge stays within 1 point of the unpruned model "
-                    "(paper: 93.16 vs 93.70; mean over criteria)",
-                    eff,
-                    base,
-                    accs("merge", [0.5]),
-                    base,
-                    f"merge {np.mean(accs('merge', [0.5])):.2f} vs unpruned {np.mean(base):.2f}",
-                    role="diagnostic",
-                ),
-                subs,
-                [0.5],
-            )
-        )
-    if M.has("merge (official BN formula)", "prune"):
-        out.append(
-            (
-                _compare(
-                    M,
-                    "official-bn-over-prune",
-                    "diagnostic: the reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)",
-                    pool("merge (official BN formula)", "prune", rs),
-                    base,
-                    accs("merge (official BN formula)", rs),
-                    accs("prune", rs),
-                    role="diagnostic",
-                ),
-                subs,
-                rs,
-            )
-        )
-    return out
+        base, a = _base1(M, subs), _accs(M, subs, "merge", [0.5])
+        return _judge(M, spec, subs, eff, base, a, base, f"merge {np.mean(a):.2f} vs unpruned {np.mean(base):.2f}")
+
+    return [("merge-near-unpruned/r50", text, dict(subjects=subs, ratios=[0.5]), measure)]
 
 
-def _top5_claims(M: Measurements) -> list:
-    out = []
-    if not M.has("merge", "prune"):
-        return out
-    for subj in M.setup.subjects:
-        rs = M.ratios[subj]
-        eff = np.mean([M.diff(subj, "merge", "prune", r, k=5) for r in rs], 0)
-        a5 = lambda v: np.mean([M.acc(subj, v, r, 5) for r in rs], 0)
-        out.append(
-            (
-                _compare(
-                    M,
-                    _key("top5", subj),
-                    f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)}; paper: "
-                    + ", ".join(
-                        f"{M.setup.paper[M.setup.row(subj, r)]['gain top-5']:+.2f}"
-                        if M.setup.row(subj, r) in M.setup.paper
-                        else "—"
-                        for r in rs
-                    )
-                    + " points)",
-                    eff,
-                    M.acc(subj, "baseline", None, 5),
-                    a5("merge"),
-                    a5("prune"),
-                    subjects=[subj],
-                ),
-                [subj],
-                rs,
-            )
-        )
-    return out
-
-# %% ../../nbs/papers/04_neuron_merging.ipynb #09e202dd
-def _mean(M: Measurements, subjects, ratios, v: str, k: int = 1) -> float:
-    "Mean accuracy % of variant `v` over `subjects` and `ratios` (each subject's own ratios when None); nan when `v` was not measured."
-    if v != "baseline" and not M.has(v):
-        return float("nan")
-    return float(np.mean([M.acc(s, v, r, k) for s in subjects for r in (M.ratios[s] if ratios is None else ratios)]))
-
-
-def _why_ratio(res: MergingResult, c: dict) -> str:
-    "merge-over-prune/…: the merged share, the two baselines against prune, and pruning's cost."
-    M, ((subj,), (r,)) = res.measurements, res.where[c["key"]]
-    mv, pv, _ = _pair(M)
-    share = M.merged_share(subj, mv, r)
-    parts = [f"{share} of the pruned neurons (per layer) found a partner above the threshold"]
-    for v, what in (("merge t=none", "merging all of them (t=none) gives"), ("random partner t=none", "a random partner")):
-        if M.has(v):
-            parts.append(f"{what} {np.mean(M.diff(subj, v, 'prune', r)):+.2f} points over prune")
-    return "; ".join(parts) + f"; pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, pv, r)):.2f} points"
-
-
-def _why_gap(res: MergingResult, c: dict) -> str:
-    M, ((subj,), rs) = res.measurements, res.where[c["key"]]
-    mv, pv, _ = _pair(M)
-    return "gaps per ratio: " + ", ".join(f"{r:.0%} {np.mean(M.diff(subj, mv, pv, r)):+.2f}" for r in rs)
-
-
-def _why_random(res: MergingResult, c: dict) -> str:
-    M, (grp, _) = res.measurements, res.where[c["key"]]
-    over = (
-        np.mean([np.mean([M.diff(s, "random partner t=none", "prune", r) for r in M.ratios[s]], 0) for s in grp], 0)
-        if M.has("prune")
-        else np.nan
+def _official_bn(M: Measurements, _=None) -> list:
+    subs, rs = list(M.setup.subjects), M.ratios[next(iter(M.setup.subjects))]
+    text = "diagnostic: the reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)"
+    v = "merge (official BN formula)"
+    measure = lambda spec: _judge(
+        M, spec, subs, _pool2(M, subs, v, "prune", rs), _base1(M, subs), _accs(M, subs, v, rs), _accs(M, subs, "prune", rs)
     )
-    return f"the random partner is {np.mean(over):+.2f} points over prune: a wrong partner adds the pruned neuron's output where it does not belong"
+    return [("official-bn-over-prune", text, dict(subjects=subs, ratios=rs), measure)]
 
 
-def _why_all(res: MergingResult, c: dict) -> str:
-    M, (grp, _) = res.measurements, res.where[c["key"]]
-    return (
-        f"merge t=none {_mean(M, grp, None, 'merge t=none'):.2f} vs prune {_mean(M, grp, None, 'prune'):.2f}; "
-        f"with the threshold: merge {_mean(M, grp, None, 'merge'):.2f}"
-    )
+def _pool2(M: Measurements, subs: list, a: str, b: str, rs) -> np.ndarray:
+    "Effects a − b averaged over every (subject, ratio) pair at once."
+    return np.mean([M.diff(c, a, b, r) for c in subs for r in rs], 0)
 
 
-def _why_checkpoint(res: MergingResult, c: dict) -> str:
-    dv = _deviations(res.measurements, _RANKINGS[c["key"].split("/")[-1]][1])
-    return (
-        "deviations "
-        + ", ".join(f"{k}: {d:+.2f}" for k, d in dv.items())
-        + "; the reference code ranks the augmented rows [w, b] "
-        "(compat='official'), the default ranks the weight rows only"
-    )
+def _base1(M: Measurements, subs: list) -> np.ndarray:
+    "The first subject's unpruned accuracy per model (the subjects share their models)."
+    return M.acc(subs[0], "baseline")
 
-
-def _why_mean(res: MergingResult, c: dict) -> str:
-    M, (subs, rs) = res.measurements, res.where[c["key"]]
-    return "; ".join(f"{r:.0%}: {np.mean([M.diff(s, 'merge', 'prune', r) for s in subs]):+.2f}" for r in rs)
-
-
-def _why_unpruned(res: MergingResult, c: dict) -> str:
-    M, (subs, rs) = res.measurements, res.where[c["key"]]
-    return f"prune keeps {_mean(M, subs, rs, 'prune'):.2f}, merge t=none {_mean(M, subs, rs, 'merge t=none'):.2f}"
-
-
-def _why_official(res: MergingResult, c: dict) -> str:
-    M, (subs, rs) = res.measurements, res.where[c["key"]]
-    return (
-        f"exact algebra {_mean(M, subs, rs, 'merge'):.2f}, official {_mean(M, subs, rs, 'merge (official BN formula)'):.2f}; "
-        "the official scale differs from the exact one by the (γ/σ) ratio squared"
-    )
-
-
-def _why_top5(res: MergingResult, c: dict) -> str:
-    M, (subs, rs) = res.measurements, res.where[c["key"]]
-    return ", ".join(f"{v} {_mean(M, subs, rs, v, 5):.2f}" for v in ("merge t=none", "random partner t=none", "prune"))
-
-# %% ../../nbs/papers/04_neuron_merging.ipynb #32c28d8a
-RULES = {
-    "merge-over-prune": _why_ratio,
-    "gap-grows": _why_gap,
-    "control/random-partner": _why_random,
-    "merge-all-over-prune": _why_all,
-    "checkpoint": _why_checkpoint,
-    "mean-merge-over-prune": _why_mean,
-    "merge-near-unpruned": _why_unpruned,
-    "official-bn-over-prune": _why_official,
-    "top5": _why_top5,
+# %% ../../nbs/papers/04_neuron_merging.ipynb #38a237e5
+_MAKERS = {
+    "merge-over-prune": _merge_over_prune,
+    "gap-grows": _gap_grows,
+    "top5": _top5,
+    "control/random-partner": _random_partner,
+    "merge-all-over-prune": _merge_all,
+    **{f: functools.partial(_checkpoint, f) for f in RANKINGS},
+    "mean-merge-over-prune": _mean_merge_over_prune,
+    "merge-near-unpruned": _merge_near_unpruned,
+    "official-bn-over-prune": _official_bn,
 }
+
+
+def _scopes(S: Setup, over: str) -> list:
+    "What one claim of a family pools over, each: a subject, a group of subjects (the controls), or the setup (None)."
+    if over == "subject":
+        return list(S.subjects)
+    if over == "group":
+        return [[s] for s in S.subjects] if S.experiment.controls_per_subject else [list(S.subjects)]
+    return [None]
+
+
+def _claims(M: Measurements) -> tuple[list, dict]:
+    "The experiment's claims, family by family (`Experiment.claims`; runs of families with the same scope loop over it together), gated; and what each measured claim pools over."
+    S, X = M.setup, M.setup.experiment
+    out, where = [], {}
+    for over, fams in itertools.groupby(X.claims, key=lambda f: FAMILIES[f].over):
+        fams = list(fams)
+        for scope in _scopes(S, over):
+            for fam in fams:
+                f = FAMILIES[fam]
+                for key, text, w, measure in _MAKERS[fam](M, scope):
+                    spec = C.ClaimSpec(key, X.paper_claim, text, f.role, f.units or M.units, needs=f.needs or X.evidence[:2])
+                    c = spec.missing(M.variants)
+                    if c is None:
+                        c, where[key] = measure(spec), w
+                    out.append(c)
+    return C.gate(out), where
+
+# %% ../../nbs/papers/04_neuron_merging.ipynb #3a855690
+def evaluate(step: Result) -> Result:
+    "The `Result` of `prune_and_merge`'s measurements: the paper-shaped table, the stand-ins' test accuracy, the claims (each with its `paper_claim` and `role`) and their diagnoses (`RULES`)."
+    from attribkit.results import paper_table
+
+    M = step.raw["measurements"]
+    S = M.setup
+    table = _table(M)
+    title = S.title.replace("{ratio}", f"{M.ratios[next(iter(S.subjects))][0]:.0%}")
+    claims, where = _claims(M)
+    res = Result(
+        S.run,
+        tables=[paper_table(table, S.paper, title=title, decimals=2, corner=S.experiment.corner)],
+        measured=_flat(table),
+        paper=_flat(S.paper),
+        claims=claims,
+        extra=_record(M),
+        stand_ins={
+            name: float(np.mean(S.accuracy(s))) / 100 for s, name in (S.labels or dict.fromkeys(S.subjects, S.model_name)).items()
+        },
+        raw=dict(measurements=M, where=where),
+    )
+    diagnose(res, RULES)
+    return res
 
 # %% ../../nbs/papers/04_neuron_merging.ipynb #6858c911
 _STYLE = {"prune": "o-", "merge": "s-", "merge t=none": "^--", "random partner t=none": "v:"}
+_se = lambda x: x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
 
 
-def figure(result: MergingResult):
-    "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values overlaid; the y-range fitted to the curves, the legend below."
-    import textwrap
+def _ratio_panel(ax, M, subj: str) -> list:
+    "One subject's accuracy against the ratio (ours ± se, the paper's, unpruned); the values drawn."
+    S, rs, shown = M.setup, M.ratios[subj], []
+    x = [100 * r for r in rs]
+    for v in M.variants:
+        m, e = np.array([M.acc(subj, v, r).mean() for r in rs]), np.array([_se(M.acc(subj, v, r)) for r in rs])
+        ax.errorbar(x, m, yerr=e, fmt=_STYLE.get(v, "d-."), capsize=3, label=f"{v} (ours)")
+        shown += [*(m - e), *(m + e)]
+    for v, mk in (("prune", "o"), ("merge", "s")):
+        pv = [S.paper.get(S.experiment.row(subj, r), {}).get(v) for r in rs]
+        if any(p is not None for p in pv):
+            ys = [np.nan if p is None else p for p in pv]
+            ax.plot(x, ys, mk, ms=11, mfc="none", color="gray" if v == "prune" else "k", label=f"{v} (paper)")
+            shown += [p for p in pv if p is not None]
+    base = M.acc(subj, "baseline").mean()
+    ax.axhline(base, color="gray", ls="--", lw=1, label="unpruned (ours)")
+    ax.set_xticks(x)
+    ax.set_xlabel("pruning ratio (%)")
+    ax.set_title(subj, fontsize=9)
+    return shown + [base]
+
+
+def _ratio_axes(M) -> tuple:
+    "One panel per subject against the ratio, the y-range fitted to the values drawn (chance only where it is near them)."
     import matplotlib.pyplot as plt
 
-    M = result.measurements
+    S, subs = M.setup, list(M.setup.subjects)
+    size = (max(7, 4.2 * len(subs) + 0.5), 4.6)
+    fig, axes = plt.subplots(1, len(subs), figsize=size, sharey=True, squeeze=False, layout="constrained")
+    axes = axes[0]
+    shown = [y for ax, subj in zip(axes, subs) for y in _ratio_panel(ax, M, subj)]
+    lo, hi = np.nanmin(shown), np.nanmax(shown)
+    pad = max(2.0, 0.06 * (hi - lo))
+    lo, hi = (min(lo, S.chance) if S.chance >= lo - 3 * pad else lo) - pad, hi + pad
+    inside = lo <= S.chance <= hi
+    for ax in axes:
+        ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)")
+    axes[0].set_ylim(lo, hi)
+    return fig, list(axes)
+
+
+def _bar_axes(M) -> tuple:
+    "Grouped bars per subject at its one ratio, the paper's values as markers."
+    import matplotlib.pyplot as plt
+
+    S, subs = M.setup, list(M.setup.subjects)
+    fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4.6), layout="constrained")
+    x, w, nv = np.arange(len(subs)), 0.8 / len(M.variants), len(M.variants)
+    for i, v in enumerate(M.variants):
+        accs = [M.acc(s, v, M.ratios[s][0]) for s in subs]
+        ax.bar(
+            x + (i - (nv - 1) / 2) * w, [a.mean() for a in accs], w, yerr=[_se(a) for a in accs], capsize=2, label=f"{v} (ours)"
+        )
+    for j, (v, mk) in enumerate((("prune", "x"), ("merge", "*"))):
+        pv = [S.paper.get(S.experiment.row(s, M.ratios[s][0]), {}).get(v) for s in subs]
+        ys = [np.nan if p is None else p for p in pv]
+        ax.scatter(x + (j - (nv - 1) / 2) * w, ys, marker=mk, s=60, color="k", zorder=3, label=f"{v} (paper)")
+    base = np.mean([M.acc(s, "baseline").mean() for s in subs])
+    ax.axhline(base, color="gray", ls="--", lw=1, label="unpruned (ours, mean)")
+    ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
+    ax.set_xticks(x, subs)
+    ax.set_xlabel(S.experiment.corner)
+    return fig, [ax]
+
+
+def merging_figure(res: Result) -> Figure:
+    "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values overlaid; the y-range fitted to the curves, the legend below."
+    import textwrap
+
+    M = res.raw["measurements"]
     S = M.setup
-    subs = list(S.subjects)
-    se = lambda x: x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
-    unit = "one model" if S.single else f"mean ± se over {len(S.seeds)} seeds"
-    if any(len(M.ratios[s]) > 1 for s in subs):
-        fig, axes = plt.subplots(
-            1, len(subs), figsize=(max(7, 4.2 * len(subs) + 0.5), 4.6), sharey=True, squeeze=False, layout="constrained"
-        )
-        axes = axes[0]
-        shown = []  # every value drawn (ours ± se, the paper's, unpruned) — the y-range fits these, not chance
-        for ax, subj in zip(axes, subs):
-            rs = M.ratios[subj]
-            x = [100 * r for r in rs]
-            for v in M.variants:
-                m, e = np.array([M.acc(subj, v, r).mean() for r in rs]), np.array([se(M.acc(subj, v, r)) for r in rs])
-                ax.errorbar(x, m, yerr=e, fmt=_STYLE.get(v, "d-."), capsize=3, label=f"{v} (ours)")
-                shown += [*(m - e), *(m + e)]
-            for v, mk in (("prune", "o"), ("merge", "s")):
-                pv = [S.paper.get(S.row(subj, r), {}).get(v) for r in rs]
-                if any(p is not None for p in pv):
-                    ax.plot(
-                        x,
-                        [np.nan if p is None else p for p in pv],
-                        mk,
-                        ms=11,
-                        mfc="none",
-                        color="gray" if v == "prune" else "k",
-                        label=f"{v} (paper)",
-                    )
-                    shown += [p for p in pv if p is not None]
-            base = M.acc(subj, "baseline").mean()
-            shown.append(base)
-            ax.axhline(base, color="gray", ls="--", lw=1, label="unpruned (ours)")
-            ax.set_xticks(x)
-            ax.set_xlabel("pruning ratio (%)")
-            ax.set_title(subj, fontsize=9)
-        lo, hi = np.nanmin(shown), np.nanmax(shown)
-        pad = max(2.0, 0.06 * (hi - lo))
-        lo, hi = (min(lo, S.chance) if S.chance >= lo - 3 * pad else lo) - pad, hi + pad  # chance only where it is near the data
-        inside = lo <= S.chance <= hi
-        for ax in axes:
-            ax.axhline(
-                S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)"
-            )
-        axes[0].set_ylim(lo, hi)
-    else:
-        fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4.6), layout="constrained")
-        axes = [ax]
-        x, w = np.arange(len(subs)), 0.8 / len(M.variants)
-        for i, v in enumerate(M.variants):
-            ax.bar(
-                x + (i - (len(M.variants) - 1) / 2) * w,
-                [M.acc(s, v, M.ratios[s][0]).mean() for s in subs],
-                w,
-                yerr=[se(M.acc(s, v, M.ratios[s][0])) for s in subs],
-                capsize=2,
-                label=f"{v} (ours)",
-            )
-        for j, (v, mk) in enumerate((("prune", "x"), ("merge", "*"))):
-            pv = [S.paper.get(S.row(s, M.ratios[s][0]), {}).get(v) for s in subs]
-            ax.scatter(
-                x + (j - (len(M.variants) - 1) / 2) * w,
-                [np.nan if p is None else p for p in pv],
-                marker=mk,
-                s=60,
-                color="k",
-                zorder=3,
-                label=f"{v} (paper)",
-            )
-        ax.axhline(
-            np.mean([M.acc(s, "baseline").mean() for s in subs]), color="gray", ls="--", lw=1, label="unpruned (ours, mean)"
-        )
-        ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
-        ax.set_xticks(x, subs)
-        ax.set_xlabel(S.corner)
+    fig, axes = _ratio_axes(M) if any(len(M.ratios[s]) > 1 for s in S.subjects) else _bar_axes(M)
     axes[0].set_ylabel("top-1 test accuracy (%) ↑")
     handles = {}
     for ax in axes:
         for h, l in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(l, h)
-    fig.legend(
-        handles.values(), handles.keys(), loc="outside lower center", ncol=3 if len(axes) == 1 else 4, fontsize=7, frameon=False
-    )
+    ncol = 3 if len(axes) == 1 else 4
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
+    unit = "one model" if S.single else f"mean ± se over {len(S.seeds)} seeds"
     fig.suptitle(f"{textwrap.fill(S.model_name, 110)}\nno fine-tuning, {unit}", fontsize=8)
-    result.figures[result.run.name] = fig
     return fig
