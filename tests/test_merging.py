@@ -314,7 +314,7 @@ def test_paper_setups_reject_bad_weights_before_training(tmp_path, monkeypatch):
     from attribkit.fake_data import write_cifar10, write_fashion_mnist
     from attribkit.models import lenet_300_100, vgg16_bn_cifar
     write_fashion_mnist(tmp_path, n_train=20, n_test=10); write_cifar10(tmp_path, n_train=10, n_test=10)
-    monkeypatch.setattr(nm, "_fit", lambda *a, **k: pytest.fail("trained instead of failing"))
+    monkeypatch.setattr(nm.budget, "_fit", lambda *a, **k: pytest.fail("trained instead of failing"))
     vgg, lenet = tmp_path / "vgg.pth", tmp_path / "lenet.pth"
     torch.save(vgg16_bn_cifar(width=16).state_dict(), vgg); torch.save(lenet_300_100().state_dict(), lenet)
     run = lambda name, w: start(name, nm.BUDGETS, "paper", data_root=tmp_path, device="cpu", weights=w)
@@ -419,9 +419,9 @@ def test_claims_at_chance_follow_the_shared_rule(toy_setup):
     from attribkit.claims import ClaimSpec, chance_floor
     M = nm.prune_and_merge(toy_setup, ["prune", "merge"], ratios=[0.5]).raw["measurements"]
     spec = ClaimSpec("k", None, "merge beats prune")
-    c = nm._judge(M, spec, [""], np.array([1.0, 2.0, 3.0]), np.array([80.0]), np.array([17.0]), np.array([16.0]))
+    c = nm.protocol._judge(M, spec, [""], np.array([1.0, 2.0, 3.0]), np.array([80.0]), np.array([17.0]), np.array([16.0]))
     assert c["verdict"] == "not evaluable" and "both variants" in c["reasons"][0] and f"{chance_floor(10):.3f}" in c["reasons"][0]
-    c = nm._judge(M, spec, [""], np.array([2.0, 2.1, 2.2]), np.array([80.0]), np.array([20.0]), np.array([16.0]))
+    c = nm.protocol._judge(M, spec, [""], np.array([2.0, 2.1, 2.2]), np.array([80.0]), np.array([20.0]), np.array([16.0]))
     assert c["verdict"] == "holds"   # at 20 % evaluable (effects clear of the t-rule: 2.1 > 4.30 · 0.058)
 
 
@@ -473,9 +473,9 @@ def smoke_results(tmp_path_factory, request):
     def untrained(model_fn, config, *a, seed=0, **k):
         torch.manual_seed(seed)
         return model_fn(**config).eval()
-    mp.setattr(nm, "_fit", lambda model_fn, config, data, key, recipe, seed, device, train_batches=None: untrained(model_fn, config, seed=seed))
-    digits = nm.digits   # the first 64 test digits: every model is scored on them once per variant and ratio
-    mp.setattr(nm, "digits", lambda *a, **k: (d := digits(*a, **k))._replace(test=nm.first(d.test, 64)))
+    mp.setattr(nm.budget, "_fit", lambda model_fn, config, data, key, recipe, seed, device, train_batches=None: untrained(model_fn, config, seed=seed))
+    digits = nm.budget.digits   # the first 64 test digits: every model is scored on them once per variant and ratio
+    mp.setattr(nm.budget, "digits", lambda *a, **k: (d := digits(*a, **k))._replace(test=nm.budget.first(d.test, 64)))
     out = {}
     for name in nm.EXPERIMENTS:
         run = start(f"merging_{name}", nm.BUDGETS, "smoke", device="cpu", seeds=1, out_dir=tmp_path_factory.mktemp(name))
@@ -528,7 +528,7 @@ def test_cpu_setups_take_the_zoo_stand_ins(monkeypatch):
         return zoo.Trained(name, seed, zoo.ZOO[name].build().eval(), value, zoo.ZOO[name].floor, 0.0, True)
     monkeypatch.setattr(zoo, "get", get)
     monkeypatch.setattr(zoo, "splits", splits)
-    monkeypatch.setattr(nm, "_fit", lambda *a, **k: pytest.fail("a stand-in was trained at cpu scale"))
+    monkeypatch.setattr(nm.budget, "_fit", lambda *a, **k: pytest.fail("a stand-in was trained at cpu scale"))
     S = nm.setup(start("merging_lenet", nm.BUDGETS, "cpu", device="cpu", seeds=2), "lenet")
     assert calls == [("LeNet-300-100", 0), ("LeNet-300-100", 1)] and S.seeds == [0, 1] and len(S.test) == 30
     assert S.labels == {"": "LeNet-300-100 on Fashion-MNIST 28×28"} and "the model zoo's" in S.model_name
