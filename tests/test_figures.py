@@ -98,27 +98,29 @@ def merging_run(low: float):
     from attribkit.papers.experiment import start
     ratios, variants = [0.5, 0.6, 0.7, 0.8], ["prune", "merge", "merge t=none", "random partner t=none", "prune (official ranking)",
                                              "merge (official ranking)"]
+    from dataclasses import replace
+    from attribkit.papers.experiment import Result
     run = start("merging_lenet", NM.BUDGETS, "cpu", device="cpu")
-    S = NM.Setup(run, {"": NM.Subject(models=[0, 1, 2], ratios=ratios)}, test=None, num_classes=10,
-                 paper={f"{r:.0%}": {"prune": 88.0 - 25 * (r - 0.5), "merge": 89.0 - 10 * (r - 0.5)} for r in ratios},
-                 title="t", model_name="our LeNet-300-100s, 3 seeds", seeds=[0, 1, 2], row=lambda s, r: f"{r:.0%}")
+    exp = replace(NM.EXPERIMENTS["lenet"], paper={f"{r:.0%}": {"prune": 88.0 - 25 * (r - 0.5), "merge": 89.0 - 10 * (r - 0.5)} for r in ratios})
+    S = NM.Setup(run, exp, {"": NM.Subject(models=[0, 1, 2], ratios=ratios)}, test=None, num_classes=10,
+                 title="t", model_name="our LeNet-300-100s, 3 seeds", model_seeds=[0, 1, 2])
     M = NM.Measurements(S, dict.fromkeys(variants), {"": ratios})
     for j, v in enumerate(variants):
         for r in ratios:
             for i in range(3): M.hits["", v, r, i] = {1: np.array([(90 - (90 - low) * (r - 0.5) / 0.3 * (j + 1) / 6 + i) / 100])}
     for i in range(3): M.hits["", "baseline", None, i] = {1: np.array([0.87])}
     S.baseline[""] = [M.hits["", "baseline", None, i] for i in range(3)]
-    return NM.MergingResult(run, measurements=M)
+    return Result(run, raw=dict(measurements=M))
 
 
 def test_merging_plot_fits_the_data_and_legend_below():
-    fig = NM.figure(merging_run(low=52))
+    fig = NM.merging_figure(merging_run(low=52))
     lo, hi = fig.axes[0].get_ylim()
     assert 40 < lo < 52 and 90 < hi < 100                     # chance (10 %) is far below: not on the axis
     assert any("below the axis" in t.get_text() for t in fig.legends[0].get_texts())
     assert legends_clear_of_data(fig) and saved_px(fig)[0] <= MAX_PX
     plt.close(fig)
-    fig = NM.figure(merging_run(low=11))                       # curves down to chance: chance on the axis
+    fig = NM.merging_figure(merging_run(low=11))                       # curves down to chance: chance on the axis
     assert fig.axes[0].get_ylim()[0] < 10
     plt.close(fig)
 
