@@ -393,6 +393,18 @@ def _scopes(S: Setup, over: str) -> list:
     return [None]
 
 
+def _configuration(S: Setup, w: dict) -> str:
+    "'paper' when every ratio a claim measures or pools over is one its subjects' paper table prunes, else what differs ('other: pools 10%/30%/50% (paper: 50%)')."
+    X = S.experiment
+    paper = lambda s: X.paper_ratios.get(s, X.paper_ratios.get("*"))
+    on = lambda s, r: paper(s) is None or any(abs(r - x) < 1e-9 for x in paper(s))
+    if all(on(s, r) for s in w["subjects"] for r in w["ratios"]):
+        return "paper"
+    theirs = sorted({x for s in w["subjects"] for x in (paper(s) or ())})
+    how = "pools" if len(w["ratios"]) > 1 else "prunes"
+    return f"other: {how} {'/'.join(f'{r:.0%}' for r in w['ratios'])} (paper: {'/'.join(f'{x:.0%}' for x in theirs)})"
+
+
 def _claims(M: Measurements) -> tuple[list, dict]:
     "The experiment's claims, family by family (`Experiment.claims`; runs of families with the same scope loop over it together), gated; and what each measured claim pools over."
     S, X = M.setup, M.setup.experiment
@@ -403,7 +415,15 @@ def _claims(M: Measurements) -> tuple[list, dict]:
             for fam in fams:
                 f = FAMILIES[fam]
                 for key, text, w, measure in _MAKERS[fam](M, scope):
-                    spec = C.ClaimSpec(key, X.paper_claim, text, f.role, f.units or M.units, needs=f.needs or X.evidence[:2])
+                    spec = C.ClaimSpec(
+                        key,
+                        X.paper_claim,
+                        text,
+                        f.role,
+                        f.units or M.units,
+                        needs=f.needs or X.evidence[:2],
+                        configuration=_configuration(S, w) if f.role == "evidence" else None,
+                    )
                     c = spec.missing(M.variants)
                     if c is None:
                         c, where[key] = measure(spec), w
