@@ -9,7 +9,7 @@ from ... import claims as C
 from ..experiment import Result
 
 # %% auto #0
-__all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'RESCALED', 'RULES', 'fig3_claims', 'mia_claims', 'depth_claims',
+__all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'RESCALED', 'RULES', 'CAVEATS', 'fig3_claims', 'mia_claims', 'depth_claims',
            'student_claims', 'bias_claims']
 
 # %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #c7d2e8b4
@@ -529,3 +529,29 @@ RULES = {  # claim-key prefix → the diagnosis of a claim of that kind that doe
     "students": _diagnose_students,  # a collapsed student's claims are explained too
     "bias": _judged(_diagnose_bias),
 }
+
+# %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #ca0e0002
+CAVEATS = [  # measured numbers a reader needs beside a verdict (the first screen), found by key
+    C.Caveat("mask/gxsi-gain-at-i1", "mask_table2_mia", "mia/label-free-b1/cifar10", "needs the label: label-free Q_1 − Q_0"),
+    C.Caveat("mask/gxsi-gain-at-i1", "mask_table3_depth", "depth/q1-over-q0/vgg13", "NIB VGG13's Q_1 − Q_0"),
+    C.Caveat("mask/gxsi-gain-at-i1", "mask_table3_depth", "depth/q1-over-q0/vgg13-6", "NIB VGG13-6's Q_1 − Q_0"),
+    C.Caveat(
+        "mask/gxsi-raises-mia",
+        "mask_table2_mia",
+        "mia/label-leakage/cifar10",
+        "label use alone (label- minus prediction-targeted Q_10)",
+    ),
+    C.Caveat("mask/students", "mask_table4_students", "students/label-leakage/vgg13-6", "label use alone"),
+    C.Caveat(
+        "mask/students",
+        "mask_table4_students",
+        "students/masked-over-plain/wrn-10-2/i3",
+        "the WRN-10-2 student, masked minus plain at i = 3",
+    ),
+    C.Caveat(
+        "mask/bias-breaks-mia",
+        "mask_table5_bias",
+        "bias/rescaling-raises/vgg16+bnb",
+        "input shrinkage, not gradient noise: rescaling to ‖z_0‖ raises + BNB's Q_5 by",
+    ),
+]
