@@ -9,8 +9,8 @@ from ... import claims as C
 from ..experiment import Result
 
 # %% auto #0
-__all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'RESCALED', 'RULES', 'CAVEATS', 'fig3_claims', 'mia_claims', 'depth_claims',
-           'student_claims', 'bias_claims']
+__all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'RESCALED', 'PAPER', 'STUDENTS', 'RULES', 'CAVEATS', 'fig3_claims',
+           'mia_claims', 'depth_claims', 'student_claims', 'bias_claims']
 
 # %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #c7d2e8b4
 _CPU = "at cpu: the model zoo's NIB VGGs at widths ÷16 on Fashion-MNIST 32×32 (all 60,000 training images, floor 88 %), three seeds; at paper scale: "
@@ -124,11 +124,22 @@ def _slug(name: str) -> str:
     return "".join(ch for ch in name.lower().replace("nib ", "").replace("×", "x") if ch.isalnum() or ch in "+-._=")
 
 
+PAPER = "paper"  # the paper's protocol: masks from the ground-truth label's gradient (Eq. 12), the paper's i, methods and arms
+STUDENTS = (  # how Table 4's students differ from the paper's
+    "other: students trained on 2,000 masked images for 2 epochs of Adam; 'w/o' is a 2,000-image student, not the architecture's accuracy"
+)
+
+
+def _config(role: str, how: str = PAPER) -> str | None:
+    "An evidence claim's configuration (`how`); None for controls and diagnostics."
+    return how if role == "evidence" else None
+
+
 def _specs(rows, key, fmt: dict, **about) -> list[tuple[C.ClaimSpec, dict]]:
     "(spec, about) per row (kind, registry id, role, needs, text): key `key.format(kind=…, **fmt)`, text formatted with `fmt`."
     return [
         (
-            C.ClaimSpec(key.format(kind=kind, **fmt), pc, text.format(**fmt), role, needs=needs),
+            C.ClaimSpec(key.format(kind=kind, **fmt), pc, text.format(**fmt), role, needs=needs, configuration=_config(role)),
             dict(about, kind=kind, methods=needs),
         )
         for kind, pc, role, needs, text in rows
@@ -194,7 +205,7 @@ def mia_claims(dataset: str, I: int, prefix: str = "") -> list[tuple[C.ClaimSpec
     out = []
     for spec, about in _specs(_MIA, "mia/{kind}/{ds}", dict(I=I, i10=min(10, I), ds=dataset), dataset=dataset):
         role = "diagnostic" if dataset == "cifar100" and about["kind"] in _CIFAR100_DIAGNOSTIC else spec.role
-        s = C.ClaimSpec(spec.key, spec.paper_claim, prefix + spec.text, role, needs=spec.needs)
+        s = C.ClaimSpec(spec.key, spec.paper_claim, prefix + spec.text, role, needs=spec.needs, configuration=_config(role))
         out.append((s, dict(about, kind=_MIA_KIND.get(about["kind"], about["kind"]))))
     return out
 
@@ -216,7 +227,7 @@ def depth_claims(models, I: int) -> list[tuple[C.ClaimSpec, dict]]:
             out.append((spec, dict(about, i=1 if about["kind"] == "q1-over-q0" else I, compare="methods")))
     if SHALLOW in models and NIB in models:
         text = f"deeper converges more slowly: G×SI's gain Q_1 − Q_0 is larger on {SHALLOW} than on {NIB}"
-        spec = C.ClaimSpec("depth/deeper-slower", "mask/deeper-slower", text, needs=("gxsi",))
+        spec = C.ClaimSpec("depth/deeper-slower", "mask/deeper-slower", text, needs=("gxsi",), configuration=PAPER)
         out.append((spec, dict(kind="deeper-slower", methods=spec.needs, models=(SHALLOW, NIB), compare="models")))
     return out
 
@@ -237,7 +248,10 @@ def student_claims(students: list, first: str) -> list[tuple[C.ClaimSpec, dict]]
         (f"students/label-leakage/{_slug(first)}", "diagnostic", first, ("w/ i=3", "label-free w/ i=3"),
          f"diagnostic (label use): {first} on label-targeted G×SI masks (i=3) beats one on prediction-targeted masks (i=3)"),
     ]  # fmt: skip
-    return [(C.ClaimSpec(k, "mask/students", text, role), dict(student=sn, arms=arms)) for k, role, sn, arms, text in rows]
+    return [
+        (C.ClaimSpec(k, "mask/students", text, role, configuration=_config(role, STUDENTS)), dict(student=sn, arms=arms))
+        for k, role, sn, arms, text in rows
+    ]
 
 
 def bias_claims(variants, I: int) -> list[tuple[C.ClaimSpec, dict]]:
@@ -246,7 +260,7 @@ def bias_claims(variants, I: int) -> list[tuple[C.ClaimSpec, dict]]:
     pc, biased = "mask/bias-breaks-mia", [v for v in variants if v != NIB]
     out = [
         (C.ClaimSpec(f"bias/lowers-gxsi/{_slug(v)}", pc, f"(d) with {short(v)} G×SI's Q_{i5} is lower than the NIB model's",
-                     needs=("gxsi",)), dict(kind="lowers", models=(NIB, v), variant=v, compare="models"))
+                     needs=("gxsi",), configuration=PAPER), dict(kind="lowers", models=(NIB, v), variant=v, compare="models"))
         for v in biased
     ]  # fmt: skip
     text = (
