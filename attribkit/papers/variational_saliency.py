@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from matplotlib.figure import Figure
 from torch import nn, Tensor
 from torch.utils.data import DataLoader, Subset, TensorDataset
-from ..claims import PaperClaim, chance_reason, claim, made_not_evaluable, mean_se, not_evaluable, paired, unit_effects
+from ..claims import ClaimSpec, PaperClaim, chance_reason, gate, mean_se, paired, unit_effects
 from ..core import atomic_save, attribute, seed_everything
 from attribkit.data import (
     FASHION_MNIST_CLASSES,
@@ -23,17 +24,18 @@ from attribkit.data import (
 )
 from ..metrics import insertion_deletion, mask_auc, pointing_game
 from ..models import cache_dir, cache_key, cached, lenet5, load_weights, train_cached
-from . import zoo
+from . import experiment, zoo
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
 from ..results import md_escape, paper_table
 from ..vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 
 # %% auto #0
-__all__ = ['APPENDIX', 'PAPER_TABLE', 'METRICS', 'COLUMNS', 'CLASSIFIER', 'NOTEBOOKS', 'PAPER_FILES', 'WEIGHT_FILES',
-           'EDGE_FIXES', 'ZOO_CLASSIFIER', 'VSM_EPOCHS', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'CONTROL', 'METHODS',
-           'RULES', 'fit_vsm', 'VSMSetup', 'setup', 'encoder_check', 'score_maps', 'compare_methods', 'eval_figures',
-           'curve_figure', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result', 'prior_figure', 'pipeline_runs',
-           'pipeline_result', 'pipeline_figure']
+__all__ = ['APPENDIX', 'PAPER_TABLE', 'LABELS', 'METHODS', 'COLUMNS', 'CLASSIFIER', 'NOTEBOOKS', 'PAPER_FILES', 'WEIGHT_FILES',
+           'EDGE_FIXES', 'ZOO_CLASSIFIER', 'VSM_EPOCHS', 'BUDGETS', 'PAPER', 'PAPER_CLAIMS', 'METRICS', 'CONTROL',
+           'ENCODER_CONTROL', 'EVAL_CLAIMS', 'POSTERIOR', 'MASKS', 'PIPELINE_CLAIMS', 'RULES', 'fit_vsm', 'Setup',
+           'setup', 'encoder_check', 'score_maps', 'compare_methods', 'eval_figures', 'curve_figure', 'prior_draws',
+           'posterior', 'edge_fixes', 'prior_result', 'prior_figure', 'pipeline_runs', 'pipeline_result',
+           'pipeline_figure']
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #da1a4900
 APPENDIX = dict(
@@ -51,7 +53,16 @@ APPENDIX = dict(
     checkpoint="lowest loss",
 )  # seed 004, appendix C (the only numbers the seed holds)
 PAPER_TABLE: dict = {}  # the paper's body is not in the seed: no numeric table to put beside ours (paper_tables.json: "tables": [])
-METRICS = {"deletion": "lower", "insertion": "higher", "pointing": "higher"}  # the table's columns, and which way is better
+LABELS = {
+    "VSM": "vsm",
+    "G×I": "gxi",
+    "DGA": "dga",
+    "RISE": "rise",
+    "Grad-CAM": "gradcam",
+    "intensity": "intensity",
+    "random": "random",
+}  # vsal_eval's display labels → the methods' names in the registry (`attribkit.core`; "intensity" is the input itself, ours)
+METHODS = tuple(LABELS)  # the comparison of vsal_eval, in its order
 COLUMNS = {"deletion": "deletion AUC ↓", "insertion": "insertion AUC ↑", "pointing": "pointing game ↑"}
 CLASSIFIER = "resnet50"  # our choice for the paper scale: the appendix names no classifier; torchvision's ResNet-50 (RISE's ImageNet model)
 NOTEBOOKS = ("vsal_eval", "vsal_prior", "vsal_schematic")
@@ -211,6 +222,156 @@ PAPER_CLAIMS = [
         unit="log ratio",
     ),
 ]  # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
+METRICS = {"deletion": "lower", "insertion": "higher", "pointing": "higher"}  # vsal_eval's metrics, and which way is better
+CONTROL = "vsm/encoder-beats-random-keepk"  # the key of the control that gates the evidence which needs a working encoder
+ENCODER_CONTROL = {
+    pc: ClaimSpec(
+        CONTROL,
+        pc,
+        "control: the trained encoder beats a random map on its own objective, keep-k (the predicted class's probability "
+        "when only the map's top-k pixels are kept) on held-out test images",
+        role="control",
+        needs=("vsm",),
+    )
+    for pc in ("vsal/better-saliency", "vsal/uncertainty")
+}  # one control, declared for each registry claim whose notebook measures it (vsal_eval, vsal_prior)
+_EVAL = (
+    ("vsm-over-best", "evidence", ("vsm", "best"), "VSM scores better than the best baseline on {m} ({d} is better)"),
+    ("vsm-over-random", "diagnostic", ("vsm", "random"), "diagnostic: VSM scores better than a random map on {m}"),
+    ("best-over-random", "control", ("best", "random"), "control: the best baseline scores better than a random map on {m}"),
+)  # vsal_eval's family per metric: (name, role, the two sides compared by registry name, "best" = the best baseline, text)
+EVAL_CLAIMS = [
+    (
+        m,
+        sides,
+        ClaimSpec(
+            f"eval/{name}/{m}",
+            "vsal/better-saliency",
+            text.format(m=m, d=d),
+            role=role,
+            gated_by=(CONTROL,) if role == "evidence" else (),
+            needs=tuple(n for n in sides if n != "best"),
+        ),
+    )
+    for m, d in METRICS.items()
+    for name, role, sides, text in _EVAL
+]  # (metric, sides, spec): the effect is sides[0] minus sides[1], signed so that positive favours sides[0]
+POSTERIOR = ClaimSpec(
+    "posterior/nu-off-over-on",
+    "vsal/uncertainty",
+    "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)",
+    gated_by=(CONTROL,),
+    needs=("vsm",),
+)
+MASKS = ("VSM soft mask", "VSM hard top-k", "random mask", "brightest pixels")  # vsal_schematic's masks, all of size k
+PIPELINE_CLAIMS = [
+    (
+        "random mask",
+        ClaimSpec(
+            "pipeline/vsm-over-random",
+            "vsal/mask-keeps-prediction",
+            "after training, VSM's hard top-k mask preserves the prediction better (lower KL) than a random mask of the same size",
+            needs=("vsm",),
+        ),
+    ),
+    (
+        "brightest pixels",
+        ClaimSpec(
+            "pipeline/vsm-over-brightest",
+            "vsal/mask-keeps-prediction",
+            "diagnostic: after training, VSM's hard top-k mask preserves the prediction better (lower KL) than the same number "
+            "of brightest pixels (the trivial baseline)",
+            role="diagnostic",
+            needs=("vsm",),
+        ),
+    ),
+]  # (the control mask, spec): the effect is the KL under the control mask minus the KL under VSM's hard top-k
+
+# %% ../../nbs/papers/05_variational_saliency.ipynb #d1a90e5e
+_METRIC_OF = {spec.key: m for m, _, spec in EVAL_CLAIMS}  # vsal_eval's claim key → its metric (from the declarations)
+
+
+def _why_vsm(res: Result, c: dict) -> str:
+    "Why VSM loses to the best baseline or to random: keep-k (VSM's own objective) and, for the pointing game, VSM's arg-max on the frame."
+    kk, k, lab = res.extra["keep_k"], res.extra["settings"]["k"], res.raw["labels"]
+    baselines = [label for name, label in lab.items() if name not in ("vsm", "random")]
+    if c["effect"] is None or "vsm" not in lab or not baselines:
+        return ""
+    vsm, best_keep = kk[lab["vsm"]], max(baselines, key=kk.get)
+    why = (
+        f"keep-k at k = {k}: VSM {vsm:.3f}, best baseline there {best_keep} {kk[best_keep]:.3f}"
+        + (f", random {kk[lab['random']]:.3f}" if "random" in lab else "")
+        + " — "
+        + (
+            "VSM wins its own objective, so the loss is on the rest of the ranking, which VSM's loss never sees (only the top-k set matters to it)"
+            if vsm > kk[best_keep]
+            else "VSM does not even win its own objective: the encoder is under-trained or too narrow for this budget"
+        )
+    )
+    frame = res.measured.get("VSM arg-max on the 2-px frame (fraction)")
+    if _METRIC_OF[c["key"]] == "pointing" and frame:
+        why += (
+            f"; {frame['mean']:.0%} of VSM's arg-max pixels lie on the 2-pixel image frame (see vsal_prior on the edge artefacts)"
+        )
+    return why + "."
+
+
+def _why_control(res: Result, c: dict) -> str:
+    "The control fails: the metric does not tell the best baseline from noise."
+    if c["effect"] is None:
+        return ""
+    m = _METRIC_OF[c["key"]]
+    return f"the metric itself does not separate the best baseline ({res.extra['best_baseline'][m]}) from noise here ({m}, {res.extra['units']})."
+
+
+def _why_encoder(res: Result, c: dict) -> str:
+    "The encoder does not beat a random map on keep-k: its per-seed margins and where its training curve ended."
+    if c["effect"] is None:
+        return ""
+    per = {s: v["VSM"] - v["random"] for s, v in res.extra.get("encoder_check", {}).items()}
+    last = {s: h[-1] for s, h in res.extra.get("vsm_history", {}).items() if h}
+    curve = ", ".join(
+        f"seed {s}: loss {h['loss']:.3f}, held-out keep-k {h['heldout_keep_k']:.3f} vs random {h['heldout_keep_k_random']:.3f}"
+        for s, h in last.items()
+        if "heldout_keep_k" in h
+    )
+    return (
+        f"keep-k of VSM minus random per seed: {', '.join(f'{s}: {d:+.3f}' for s, d in per.items())}; last epoch {curve or 'not recorded'} — "
+        "the encoder is under-trained for this budget (more epochs or images), not evidence against the method."
+    )
+
+
+def _why_posterior(res: Result, c: dict) -> str:
+    "ν is not larger off the objects: the measured log ratio, the fitted ν frame and the VSM's final KL."
+    m = res.measured
+    lr = m.get("q: log(mean nu off the objects / on them), frame excluded")
+    if c["effect"] is None or lr is None:
+        return ""
+    fr = m.get("nu: fitted, background 1-px edge / background interior", {"mean": float("nan")})["mean"]
+    return (
+        f"log(ν off / ν on) = {lr['mean']:+.3f} ± {lr['se']:.3f} over {lr['n']} images; the fitted ν is {fr:.2f}× larger on the "
+        f"background's edge than inside and the fit ended at a per-pixel KL of {m['q: final per-pixel KL (mean over seeds)']:.2f}: "
+        "ν follows the prior's boundary rows and the KL more than the objects."
+    )
+
+
+def _why_pipeline(res: Result, c: dict) -> str:
+    "VSM's mask keeps the prediction no better than a control: the kept top-1 per mask and where VSM's fit ended."
+    if c["effect"] is None:
+        return ""
+    kept = ", ".join(f"{n} {res.measured[f'top-1 kept, {n}']['mean']:.3f}" for n in MASKS if f"top-1 kept, {n}" in res.measured)
+    f = res.extra["vsm_final"]
+    return f"top-1 kept: {kept}; VSM's fit ended at loss {f['loss']:.4f} (likelihood term {f['likelihood']:.4f})."
+
+
+RULES = {
+    CONTROL: _why_encoder,
+    "eval/vsm-over-best": _why_vsm,
+    "eval/vsm-over-random": _why_vsm,
+    "eval/best-over-random": _why_control,
+    "posterior": _why_posterior,
+    "pipeline": _why_pipeline,
+}  # diagnoses by claim key (`attribkit.papers.experiment.diagnose`); each rule reads the Result, never a claim's text
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #d324908c
 def _classifier(path) -> nn.Module:
@@ -290,11 +451,17 @@ def fit_vsm(
     return vsm
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #e5278663
-@dataclass
-class VSMSetup:
-    "The three vsal notebooks' data, the classifier per seed with its test top-1 hit rate, and the VSM settings; `vsm(seed)` fits or loads that seed's VSM."
+def _keep_k(clf, x, a, pred, k):
+    "Keep-k: the probability of class `pred` when only the top-k pixels of map `a` are kept (VSM's own objective)."
+    m = hard_topk(a.sum(1).flatten(1), k).view(len(x), 1, *x.shape[2:]).to(x.device)
+    with torch.no_grad():
+        return F.softmax(clf(m * x), 1).gather(1, pred[:, None])[:, 0].cpu()
 
-    run: Run
+
+@dataclass(repr=False)
+class Setup(experiment.Setup):
+    "The three vsal notebooks' data, the classifier per seed with its test top-1 hit rate, and the VSM settings; `vsm(seed)` fits or loads that seed's VSM; `stand_ins`: the zoo's classifier with its floor (cpu)."
+
     test_x: Tensor  # evaluation images (N, C, H, W), normalised
     labels: Tensor  # (N, classes) bool: the classes present
     masks: Tensor | None  # (N, classes, H, W) bool per-class masks; None for ImageNet (the folder layout has none)
@@ -313,19 +480,6 @@ class VSMSetup:
     pred_names: list | None = None  # names of the classifier's outputs when they differ from `class_names` (ImageNet)
     memory: dict | None = None  # `models.cached`'s memory: None → the checkpoint cache on disk; a dict in a dry run and in tests
     heldout_images: int = 64  # the first test images (never trained on) for the encoder's per-epoch keep-k and its control
-    floor: str | None = None  # the not-evaluable reason when the zoo's classifier is under its floor (cpu)
-
-    @property
-    def seeds(self) -> list:
-        return self.run.seeds
-
-    @property
-    def device(self) -> torch.device:
-        return self.run.dev
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.labels.shape[1])
 
     @property
     def chance(self) -> float:
@@ -348,10 +502,10 @@ class VSMSetup:
 
     def heldout(self, s: int) -> tuple:
         "The held-out test images (on the device), the seed-`s` classifier's predicted classes and a random map per image (seeded by `s`)."
-        x = self.test_x[: self.heldout_images].to(self.device)
+        x = self.test_x[: self.heldout_images].to(self.dev)
         with torch.no_grad():
             pred = self.classifiers[s](x).argmax(1)
-        rnd = torch.rand(len(x), 1, *x.shape[2:], generator=torch.Generator().manual_seed(1000 + s)).to(self.device)
+        rnd = torch.rand(len(x), 1, *x.shape[2:], generator=torch.Generator().manual_seed(1000 + s)).to(self.dev)
         return x, pred, rnd
 
     def true_names(self, i: int) -> str:
@@ -361,27 +515,21 @@ class VSMSetup:
     def pred_name(self, c: int) -> str:
         return (self.pred_names or self.class_names)[int(c)]
 
-    def describe(self) -> str:
-        "Markdown: the stand-in per seed with its test top-1 hit rate, and the VSM settings."
+    def lines(self) -> list[str]:
+        "Markdown: the test images and chance, the stand-in per seed with its test top-1 hit rate, and the VSM settings."
         rows = [f"| {s} | {md_escape(self.model_name)} | {'—' if a is None else f'{a:.3f}'} |" for s, a in self.accuracy.items()]
         vsm = ", ".join(
             f"{k}={v}" for k, v in self.settings_record().items() if k in ("k", "k_start", "beta", "prior", "topk", "width")
         )
-        return "\n".join(
-            [
-                f"**{self.run.name}** on {len(self.test_x)} test images of {self.run.budget['data']} "
-                f"(chance: the most frequent class, {self.chance:.3f})",
-                "",
-                "| seed | classifier | test top-1 hit rate |",
-                "|---:|---|---:|",
-                *rows,
-                "",
-                f"VSM: {md_escape(vsm)}, {self.fit_kw['epochs']} epochs",
-            ]
-        )
-
-    def _repr_markdown_(self) -> str:
-        return self.describe()
+        return [
+            f"{len(self.test_x)} test images of {self.run.budget['data']} (chance: the most frequent class, {self.chance:.3f})",
+            "",
+            "| seed | classifier | test top-1 hit rate |",
+            "|---:|---|---:|",
+            *rows,
+            "",
+            f"VSM: {md_escape(vsm)}, {self.fit_kw['epochs']} epochs",
+        ]
 
     def settings_record(self, **more) -> dict:
         "The settings to store with the results."
@@ -447,7 +595,7 @@ def _shapes_parts(run: Run) -> dict:
 
 
 def _zoo_parts(run: Run) -> dict:
-    "cpu: the zoo's mosaics (version 2: background and distractors share the items' intensities) and its mosaic classifier `b['classifier']`, one for every seed (the seeds vary the encoder); under its floor it makes every claim not evaluable."
+    "cpu: the zoo's mosaics (version 2: background and distractors share the items' intensities) and its mosaic classifier `b['classifier']`, one for every seed (the seeds vary the encoder); under its floor (`Setup.under_floor`) it makes every claim not evaluable."
     b, dev = run.budget, run.dev
     name = b["classifier"]
     t, e = zoo.get(name, run.seed, run.data_root, dev), zoo.ZOO[name]
@@ -470,7 +618,7 @@ def _zoo_parts(run: Run) -> dict:
         clf_keys={s: key for s in run.seeds},
         vsm_data=first(TensorDataset(sp.train.tensors[0]), b["n_vsm"]),
         vsm_data_key=f"{e.data}-v{zoo.MOSAICS['version']}-n{zoo.MOSAICS['n_train']}-first{b['n_vsm']}",
-        floor=zoo.floor_reason([t], f"the classifier ({name})"),
+        stand_ins={name: dict(metric=t.metric, values=[t.value], floor=t.floor)},
     )
 
 
@@ -519,13 +667,16 @@ def _imagenet_parts(run: Run) -> dict:
     )
 
 
-def setup(run: Run) -> VSMSetup:
+def setup(run: Run) -> Setup:
     "Seed everything and build the run's data, its classifier per seed (with its test top-1 hit rate) and the VSM settings from the run's budget (`k_start` equal to `k`: a fixed k)."
     b = run.budget
     g = seed_everything(run.seed)
     if b.get("threads"):
         torch.set_num_threads(int(b["threads"]))
-    parts = {"shapes": _shapes_parts, "fashion_mosaics": _zoo_parts, "imagenet": _imagenet_parts}[b["data"]](run)
+    build = {"shapes": _shapes_parts, "fashion_mosaics": _zoo_parts, "imagenet": _imagenet_parts}
+    if b["data"] not in build:
+        raise ValueError(f"the budget's `data` must be one of {list(build)}, got {b['data']!r}")
+    parts = build[b["data"]](run)
     settings = dict(
         k=b["k"],
         beta=b["beta"],
@@ -538,7 +689,7 @@ def setup(run: Run) -> VSMSetup:
         settings["padding"] = b["padding"]  # only when set, so that the default's cache key stays as it was
     k_start = None if b["k_start"] is None or b["k_start"] == b["k"] else b["k_start"]
     fit_kw = dict(epochs=b["vsm_epochs"], batch_size=b["batch"], lr=b["lr"], k_start=k_start)
-    return VSMSetup(
+    return Setup(
         run,
         settings=settings,
         fit_kw=fit_kw,
@@ -562,7 +713,7 @@ def _units(runs: list) -> str:
     return unit_effects([np.zeros(1) for _ in runs], "methods")[1]
 
 
-def _hit_cells(S: VSMSetup, seeds: list, mean: bool = True) -> dict:
+def _hit_cells(S: Setup, seeds: list, mean: bool = True) -> dict:
     "The classifier's top-1 hit rate per seed, their mean (`mean`) and chance (omitted where unknown)."
     hits = [S.accuracy[s] for s in seeds if S.accuracy[s] is not None]
     out = {f"classifier top-1 hit rate, seed {s}": S.accuracy[s] for s in seeds if S.accuracy[s] is not None}
@@ -573,17 +724,14 @@ def _hit_cells(S: VSMSetup, seeds: list, mean: bool = True) -> dict:
     return out
 
 
-def _unevaluable(S: VSMSetup, seeds: list) -> str | None:
-    "Why no claim of `S` can speak: its classifier under the zoo's floor, or at chance in some of `seeds`; None when it can."
-    return S.floor or chance_reason(
-        [S.accuracy[s] for s in seeds if S.accuracy[s] is not None], S.num_classes, "classifier (top-1 hit rate)"
+def _unevaluable(S: Setup, seeds: list) -> str | None:
+    "Why no claim of `S` can speak: its stand-in under the zoo's floor, or its classifier at chance in some of `seeds`; None when it can."
+    return next(iter(S.under_floor().values()), None) or chance_reason(
+        [S.accuracy[s] for s in seeds if S.accuracy[s] is not None], int(S.labels.shape[1]), "classifier (top-1 hit rate)"
     )
 
 
-CONTROL = "vsm/encoder-beats-random-keepk"  # the key of the control that gates the evidence which needs a working encoder
-
-
-def encoder_check(S: VSMSetup, s: int, vsm: VariationalSaliency | None = None) -> dict:
+def encoder_check(S: Setup, s: int, vsm: VariationalSaliency | None = None) -> dict:
     "Seed `s`: keep-k (the predicted class's probability when only the map's top-k pixels are kept) of the fitted encoder's μ and of a random map, per held-out test image."
     vsm = S.vsm(s) if vsm is None else vsm
     x, pred, rnd = S.heldout(s)
@@ -591,51 +739,32 @@ def encoder_check(S: VSMSetup, s: int, vsm: VariationalSaliency | None = None) -
     return dict(seed=s, VSM=_keep_k(clf, x, vsm.attribute(x), pred, k), random=_keep_k(clf, x, rnd, pred, k))
 
 
-def _encoder_control(S: VSMSetup, runs: list, paper_claim: str, why_not: str | None) -> tuple[dict | None, dict]:
-    "The control claim `CONTROL` (role control, for `paper_claim`) from the runs' `check` (`encoder_check`; None when a run has none) and its measured cells."
+def _not_evaluable(spec: ClaimSpec, why: str, n: int = 0) -> dict:
+    "`spec`'s claim, not evaluable for `why` over `n` units."
+    return spec.judge(effect=float("nan"), se=float("nan"), n=n, not_evaluable=why)
+
+
+def _encoder_control(S: Setup, runs: list, spec: ClaimSpec, why_not: str | None) -> tuple[dict | None, dict]:
+    "The control `spec` (`ENCODER_CONTROL`) from the runs' `check` (`encoder_check`; None when a run has none) and its measured cells."
     checks = [r["check"] for r in runs if "check" in r]
     if not checks or len(checks) != len(runs):
         return None, {}
-    text = (
-        "control: the trained encoder beats a random map on its own objective, keep-k (the predicted class's probability "
-        "when only the map's top-k pixels are kept) on held-out test images"
-    )
     measured = {
         f"keep-k on held-out images, {n}": mean_se(_per_unit(checks, lambda c: c[n].double().numpy())) for n in ("VSM", "random")
     }
     measured |= {
         f"keep-k on held-out images, VSM minus random, seed {c['seed']}": float((c["VSM"] - c["random"]).mean()) for c in checks
     }
-    kw = dict(paper_claim=paper_claim, role="control")
     if why_not:
-        return not_evaluable(CONTROL, text, why_not, n=len(checks), **kw), measured
+        return _not_evaluable(spec, why_not, len(checks)), measured
     detail = (
         f"effect = keep-k of VSM's μ minus keep-k of a random map (seeded per seed), k = {S.settings['k']}, "
         f"{len(checks[0]['VSM'])} held-out test images per seed, the encoder as fitted ({S.fit_kw['epochs']} epochs, lowest loss kept)"
     )
-    c = claim(
-        CONTROL, text, _per_unit(checks, lambda c: paired(c["VSM"], c["random"])), units=_units(checks), detail=detail, **kw
-    )
-    return c, measured
+    return spec.judge(_per_unit(checks, lambda c: paired(c["VSM"], c["random"])), units=_units(checks), detail=detail), measured
 
 
-def _gated(claims: list, control: dict | None, needs: tuple) -> list:
-    "`claims` with the evidence whose key starts with one of `needs` made not evaluable, naming `CONTROL`, when the encoder control does not hold."
-    if control is None or control["verdict"] == "holds":
-        return claims
-    why = (
-        f"control {CONTROL} is {control['verdict']}: the encoder does not beat a random map on its own keep-k objective "
-        f"({control['detail'].split('; ')[0]}), so its maps cannot speak for the method"
-    )
-    return [
-        made_not_evaluable(c, why)
-        if c["role"] == "evidence" and c["key"].startswith(needs) and c["verdict"] != "not evaluable"
-        else c
-        for c in claims
-    ]
-
-
-def _hit_text(S: VSMSetup, seeds: list) -> str:
+def _hit_text(S: Setup, seeds: list) -> str:
     "One sentence on the classifier's accuracy (generated)."
     hits = [S.accuracy[s] for s in seeds]
     if any(h is None for h in hits):
@@ -646,39 +775,38 @@ def _hit_text(S: VSMSetup, seeds: list) -> str:
     return f"{S.model_name}: top-1 hit rate per seed {', '.join(f'{h:.3f}' for h in hits)} (chance {S.chance:.3f})"
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #16c9ed0a
-METHODS = ("VSM", "G×I", "DGA", "RISE", "Grad-CAM", "intensity", "random")
-
-
 def _intensity(model, inputs, target=None):
     return inputs.detach().clone()
 
 
-def _method_kw(name: str, vsm, s: int, rise_masks: int, dga_steps: int) -> dict:
-    if name == "VSM":
+def _method_kw(label: str, vsm, s: int, rise_masks: int, dga_steps: int) -> dict:
+    "`attribute`'s keywords for the method shown as `label` (`LABELS`)."
+    name = LABELS[label]
+    if name == "vsm":
         return dict(method=vsm.as_local())
-    return {
-        "G×I": dict(method="gxi"),
-        "DGA": dict(method="dga", n_steps=dga_steps),
-        "RISE": dict(method="rise", n_masks=rise_masks, seed=s),
-        "Grad-CAM": dict(method="gradcam", layer=nn.Conv2d),  # the last Conv2d: the record's layer, not the default
+    more = {
+        "dga": dict(n_steps=dga_steps),
+        "rise": dict(n_masks=rise_masks, seed=s),
+        "gradcam": dict(layer=nn.Conv2d),  # the last Conv2d: the record's layer, not the default
         "intensity": dict(method=_intensity),
-        "random": dict(method="random", seed=1000 + s),
-    }[name]
+        "random": dict(seed=1000 + s),
+    }
+    return dict(method=name) | more.get(name, {})
 
 
-def _keep_k(clf, x, a, pred, k):
-    m = hard_topk(a.sum(1).flatten(1), k).view(len(x), 1, *x.shape[2:]).to(x.device)
-    with torch.no_grad():
-        return F.softmax(clf(m * x), 1).gather(1, pred[:, None])[:, 0].cpu()
+def _vsm_label(labels) -> str | None:
+    "The label of VSM among `labels`, or None."
+    return next((n for n in labels if LABELS[n] == "vsm"), None)
 
 
-def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, rise_masks: int, dga_steps: int) -> dict:
-    clf, vsm = S.classifiers[s], S.vsm(s) if "VSM" in methods else None
-    x = S.test_x[:n_images].to(S.device)
+def _score_seed(S: Setup, s: int, methods: list, n_images: int, steps: int, rise_masks: int, dga_steps: int) -> dict:
+    vl = _vsm_label(methods)
+    clf, vsm = S.classifiers[s], S.vsm(s) if vl else None
+    x = S.test_x[:n_images].to(S.dev)
     with torch.no_grad():
         pred = clf(x).argmax(1)
     maps = {n: attribute(clf, x, pred, **_method_kw(n, vsm, s, rise_masks, dga_steps)).detach().cpu() for n in methods}
-    on_cpu = S.device.type == "cpu"  # the toy scales score on the CPU as before; the paper scale on its device
+    on_cpu = S.dev.type == "cpu"  # the toy scales score on the CPU as before; the paper scale on its device
     xc, pc = (x.cpu(), pred.cpu()) if on_cpu else (x, pred)
     if S.masks is not None:
         target = S.masks[:n_images][torch.arange(len(x)), pred.cpu()]  # the predicted class's pixels (empty if it is absent)
@@ -686,7 +814,7 @@ def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, r
     res = {}
     for n, a in maps.items():
         m = clf.cpu() if on_cpu else clf
-        ac = a if on_cpu else a.to(S.device)
+        ac = a if on_cpu else a.to(S.dev)
         res[n] = dict(
             deletion=insertion_deletion(m, xc, ac, pc, mode="deletion", steps=steps).auc.cpu(),
             insertion=insertion_deletion(m, xc, ac, pc, mode="insertion", steps=steps).auc.cpu(),
@@ -697,10 +825,10 @@ def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, r
                 pointing=pointing_game(a, target, tolerance=15 * x.shape[-1] / 224).scores,
                 auc_objects=mask_auc(a, target, within=objects).scores,
             )
-        clf.to(S.device)
+        clf.to(S.dev)
     out = dict(seed=s, res=res, maps=maps, x=x.cpu(), pred=pred.cpu())
-    if "VSM" in maps:
-        am = maps["VSM"].sum(1).flatten(1).argmax(1)
+    if vl:
+        am = maps[vl].sum(1).flatten(1).argmax(1)
         H, W = x.shape[-2:]
         r, c = am // W, am % W
         out["border"] = ((r < 2) | (r >= H - 2) | (c < 2) | (c >= W - 2)).float()  # VSM's arg-max on the 2-pixel frame
@@ -710,22 +838,28 @@ def _score_seed(S: VSMSetup, s: int, methods: list, n_images: int, steps: int, r
 
 
 def score_maps(
-    S: VSMSetup, methods=METHODS, n_images: int = 48, steps: int = 20, rise_masks: int = 300, dga_steps: int = 10
-) -> list:
-    "Per seed: each of `methods`' maps of the predicted class for the first `n_images` test images, scored (deletion and insertion over `steps`, RISE with `rise_masks`, DGA with `dga_steps`)."
+    S: Setup, methods=METHODS, n_images: int = 48, steps: int = 20, rise_masks: int = 300, dga_steps: int = 10
+) -> Result:
+    "Per seed (`res.raw['scores']`): each of `methods`' maps of the predicted class for the first `n_images` test images, scored (deletion and insertion over `steps`, RISE with `rise_masks`, DGA with `dga_steps`)."
     methods = list(methods)
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"`methods` must be a non-empty list of {list(METHODS)}, got {methods!r}: drop or fix {unknown}")
-    return [_score_seed(S, s, methods, n_images, steps, rise_masks, dga_steps) for s in S.seeds]
+    return Result(S.run, raw=dict(scores=[_score_seed(S, s, methods, n_images, steps, rise_masks, dga_steps) for s in S.seeds]))
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #398ab2b6
-def _stand_ins(S: VSMSetup, seeds: list) -> dict:
+def _stand_ins(S: Setup, seeds: list) -> dict:
     "`Result.stand_ins`: the classifier with its mean test top-1 hit rate over `seeds` (a fraction), or why it is not measured."
     hits = [S.accuracy[s] for s in seeds]
     # the name before " (stand-in …)": "Mosaic VGG-6-BN/2 on fashion_mosaics v2" at cpu; the paper scale's has none
     name = S.model_name.split(" (stand-in")[0]
     return {name: float(np.mean(hits)) if hits and all(h is not None for h in hits) else "top-1 not measured"}
+
+
+def _shown(S: Setup, n: int) -> dict:
+    "What the figures print of `S` (`res.raw['shown']`): the normalisation, the classifier's name, the true classes of the first `n` test images and the names of the classifier's outputs."
+    true = [S.true_names(i) for i in range(min(n, len(S.test_x)))]
+    return dict(mean=S.mean, std=S.std, model=S.model_name, true=true, pred=list(S.pred_names or S.class_names))
 
 
 def _fold_best(scores: list, baselines: list, metric: str, sign: float) -> list:
@@ -746,110 +880,91 @@ def _crossed(r: dict, metric: str, folds: list) -> Tensor:
     return torch.where(even, a, b)
 
 
-def compare_methods(S: VSMSetup, scores: list) -> Result:
-    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims: VSM against the best baseline (evidence; chosen on the other half of the test images, and not evaluable unless the encoder beats a random map on keep-k, `CONTROL`), the best baseline against a random map (control) and VSM against a random map (diagnostic), with their diagnoses."
-    run, n_images = S.run, len(scores[0]["x"])
-    units = _units(scores)
-    names = list(scores[0]["res"])
-    scored = [m for m in ("deletion", "insertion", "pointing", "auc_objects", "keep_k") if m in scores[0]["res"][names[0]]]
-    baselines = [n for n in names if n not in ("VSM", "random")]
+def _baselines(names: list) -> list:
+    "The baselines among the method labels `names`: all but VSM and the random map."
+    return [n for n in names if LABELS[n] not in ("vsm", "random")]
 
-    def values(metric, n):
-        return _per_unit(scores, lambda r: r["res"][n][metric].double().numpy())
 
-    def score(r, metric, n):
-        return _crossed(r, metric, folds[metric]) if n == "best" else r["res"][n][metric]
+def _sign(metric: str) -> float:
+    return -1.0 if METRICS.get(metric, "higher") == "lower" else 1.0
 
-    def effects(metric, a, b):
-        sign = -1.0 if METRICS.get(metric, "higher") == "lower" else 1.0
-        return _per_unit(scores, lambda r: sign * paired(score(r, metric, a), score(r, metric, b)))
 
-    measured = {f"{n} {m}": mean_se(values(m, n)) for n in names for m in scored}
+def _values(scores: list, metric: str, n: str) -> np.ndarray:
+    return _per_unit(scores, lambda r: r["res"][n][metric].double().numpy())
+
+
+def _eval_measured(S: Setup, scores: list, names: list, scored: list) -> dict:
+    "vsal_eval's measured cells: each method's mean per metric, the classifier's hit rates, VSM's arg-max on the frame."
+    measured = {f"{n} {m}": mean_se(_values(scores, m, n)) for n in names for m in scored}
     measured = {key: v for key, v in measured.items() if v["n"] > 0}  # one object per image at smoke: no AUC among objects
     measured |= _hit_cells(S, S.seeds)
     if "border" in scores[0]:
         measured["VSM arg-max on the 2-px frame (fraction)"] = mean_se(np.concatenate([r["border"].numpy() for r in scores]))
-    why_not = _unevaluable(S, S.seeds)
-    data = run.budget["data"]
-    best, folds, claims = {}, {}, []
-    ev = dict(paper_claim="vsal/better-saliency")
-    for m, d in METRICS.items():
-        texts = [
-            (
-                f"eval/vsm-over-best/{m}",
-                f"VSM scores better than the best baseline ({{}}) on {m} ({d} is better)",
-                "VSM",
-                "best",
-                "evidence",
-            ),
-            (
-                f"eval/vsm-over-random/{m}",
-                f"diagnostic: VSM scores better than a random map on {m}",
-                "VSM",
-                "random",
-                "diagnostic",
-            ),
-            (
-                f"eval/best-over-random/{m}",
-                f"control: the best baseline ({{}}) scores better than a random map on {m}",
-                "best",
-                "random",
-                "control",
-            ),
-        ]
+    return measured
+
+
+def _eval_effects(scores: list, names: list, metric: str, sides: tuple, folds: dict) -> np.ndarray:
+    "Per unit: `sides[0]` minus `sides[1]` (registry names, 'best' = each half's best baseline) on `metric`, signed so that positive favours `sides[0]`."
+    label = {LABELS[n]: n for n in names}
+
+    def score(r, side):
+        return _crossed(r, metric, folds[metric]) if side == "best" else r["res"][label[side]][metric]
+
+    return _per_unit(scores, lambda r: _sign(metric) * paired(score(r, sides[0]), score(r, sides[1])))
+
+
+def _eval_detail(S: Setup, names: list, m: str, sides: tuple, folds: dict, n_images: int) -> str:
+    "The measurement note of an eval claim: how the best baseline was chosen, the data, the classifier, the images."
+    detail = ""
+    if "best" in sides:
+        f = folds[m]
+        chosen = f"{f[0]} on both halves" if f[0] == f[1] else f"{f[0]} for the even images, {f[1]} for the odd ones"
+        detail = (
+            f"the best of {', '.join(_baselines(names))} chosen on the other half of the test images (even/odd index, every seed), "
+            f"never on the images it is judged on: {chosen}; "
+        )
+    detail += f"{S.run.budget['data']}, {S.model_name}, n_eval={n_images} images per seed"
+    if m == "pointing":
+        detail += f"; tolerance {15 * S.test_x.shape[-1] / 224:.1f} px, images whose predicted class is absent are skipped"
+    return detail
+
+
+def _eval_claims(S: Setup, scores: list, names: list, scored: list, folds: dict) -> list:
+    "vsal_eval's claims (`EVAL_CLAIMS` and the encoder control), gated: a metric not scored, a method not run, no baseline or a classifier that cannot speak makes a claim not evaluable."
+    present, why_not, units = [LABELS[n] for n in names], _unevaluable(S, S.seeds), _units(scores)
+    no_baseline = f"no baseline compared: none of {_baselines(METHODS)} is in `methods`"
+    claims = []
+    for m, sides, spec in EVAL_CLAIMS:
         if m not in scored:
-            claims += [
-                not_evaluable(
-                    key,
-                    t.format("G×I, DGA or RISE"),
-                    "the ImageNet folder layout has no object masks or boxes",
-                    n=0,
-                    role=role,
-                    **ev,
-                )
-                for key, t, _, _, role in texts
-            ]
-            continue
-        sign = -1.0 if d == "lower" else 1.0
-        if baselines:
-            folds[m] = _fold_best(scores, baselines, m, sign)
-            best[m] = folds[m][0] if folds[m][0] == folds[m][1] else " / ".join(folds[m])
-        for key, text, a, c, role in texts:
-            missing = [n for n in (a, c) if n not in ("best", *names)] + (
-                [] if baselines or "best" not in (a, c) else ["a baseline"]
-            )
-            text = text.format(best.get(m, "none compared"))
-            chosen = (
-                (
-                    f"{folds[m][0]} on both halves"
-                    if folds[m][0] == folds[m][1]
-                    else f"{folds[m][0]} for the even images, {folds[m][1]} for the odd ones"
-                )
-                if m in folds
-                else ""
-            )
-            detail = (
-                f"the best of {', '.join(baselines)} chosen on the other half of the test images (even/odd index, every seed), "
-                f"never on the images it is judged on: {chosen}; "
-                if baselines and "best" in (a, c)
-                else ""
-            )
-            detail += f"{data}, {S.model_name}, n_eval={n_images} images per seed" + (
-                f"; tolerance {15 * S.test_x.shape[-1] / 224:.1f} px, images whose predicted class is absent are skipped"
-                if m == "pointing"
-                else ""
-            )
-            if missing:
-                claims.append(
-                    not_evaluable(key, text, f"{' and '.join(missing)} not compared (not in `methods`)", n=0, role=role, **ev)
-                )
-            elif why_not:
-                claims.append(not_evaluable(key, text, why_not, n=len(scores), role=role, **ev))
-            else:
-                claims.append(claim(key, text, effects(m, a, c), units=units, detail=detail, role=role, **ev))
-    control, cells = _encoder_control(S, scores, "vsal/better-saliency", why_not)
+            c = _not_evaluable(spec, "the ImageNet folder layout has no object masks or boxes")
+        elif spec.missing(present) is not None:
+            c = spec.missing(present)
+        elif "best" in sides and not folds:
+            c = _not_evaluable(spec, no_baseline)
+        elif why_not:
+            c = _not_evaluable(spec, why_not, len(scores))
+        else:
+            effects = _eval_effects(scores, names, m, sides, folds)
+            c = spec.judge(effects, units=units, detail=_eval_detail(S, names, m, sides, folds, len(scores[0]["x"])))
+        claims.append(c)
+    spec = ENCODER_CONTROL["vsal/better-saliency"]
+    control, cells = (spec.missing(present), {}) if spec.missing(present) else _encoder_control(S, scores, spec, why_not)
+    return gate(claims + ([control] if control else [])), cells
+
+
+def compare_methods(S: Setup, scored: Result) -> Result:
+    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims (`EVAL_CLAIMS`: VSM against the best baseline, chosen on the other half of the test images; the best baseline and VSM against a random map; the encoder control `CONTROL` gating the evidence) from `score_maps`'s result, with their diagnoses."
+    run, scores = S.run, scored.raw["scores"]
+    names = list(scores[0]["res"])
+    scored_metrics = [
+        m for m in ("deletion", "insertion", "pointing", "auc_objects", "keep_k") if m in scores[0]["res"][names[0]]
+    ]
+    baselines = _baselines(names)
+    folds = {m: _fold_best(scores, baselines, m, _sign(m)) for m in METRICS if m in scored_metrics} if baselines else {}
+    measured = _eval_measured(S, scores, names, scored_metrics)
+    claims, cells = _eval_claims(S, scores, names, scored_metrics, folds)
     measured |= cells
-    claims = _gated(claims, control, ("eval/vsm-over-best/",)) + ([control] if control else [])
+    data = run.budget["data"]
     table = {n: {COLUMNS[m]: measured.get(f"{n} {m}") for m in METRICS} for n in names}
     title = f"VSM vs baselines on {data} ({run.scale}); {_hit_text(S, S.seeds)}"
     vsm = {r["seed"]: r["vsm"].history for r in scores if "vsm" in r}
@@ -857,14 +972,14 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
         data=data,
         model=S.model_name,
         methods=names,
-        best_baseline=best,
+        best_baseline={m: f[0] if f[0] == f[1] else " / ".join(f) for m, f in folds.items()},
         best_baseline_folds=folds,
-        units=units,
-        keep_k={n: float(np.nanmean(values("keep_k", n))) for n in names},
+        units=_units(scores),
+        keep_k={n: float(np.nanmean(_values(scores, "keep_k", n))) for n in names},
         vsm_history=vsm,
         vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
         encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in scores if "check" in r},
-        settings=S.settings_record(n_eval=n_images),
+        settings=S.settings_record(n_eval=len(scores[0]["x"])),
     )
     res = Result(
         run,
@@ -874,91 +989,35 @@ def compare_methods(S: VSMSetup, scores: list) -> Result:
         claims=claims,
         extra=extra,
         stand_ins=_stand_ins(S, S.seeds),
+        raw=dict(scored.raw, labels={LABELS[n]: n for n in names}, shown=_shown(S, len(scores[0]["x"]))),
     )
     diagnose(res, RULES)
     return res
 
-# %% ../../nbs/papers/05_variational_saliency.ipynb #0166ecb1
-def _why_vsm(res: Result, c: dict) -> str:
-    "Why VSM loses to the best baseline or to random: keep-k (VSM's own objective) and, for the pointing game, VSM's arg-max on the frame."
-    kk, k = res.extra["keep_k"], res.extra["settings"]["k"]
-    baselines = [n for n in kk if n not in ("VSM", "random")]
-    if c["effect"] is None or "VSM" not in kk or not baselines:
-        return ""
-    best_keep = max(baselines, key=kk.get)
-    why = (
-        f"keep-k at k = {k}: VSM {kk['VSM']:.3f}, best baseline there {best_keep} {kk[best_keep]:.3f}"
-        + (f", random {kk['random']:.3f}" if "random" in kk else "")
-        + " — "
-        + (
-            "VSM wins its own objective, so the loss is on the rest of the ranking, which VSM's loss never sees (only the top-k set matters to it)"
-            if kk["VSM"] > kk[best_keep]
-            else "VSM does not even win its own objective: the encoder is under-trained or too narrow for this budget"
-        )
-    )
-    frame = res.measured.get("VSM arg-max on the 2-px frame (fraction)")
-    if c["key"].endswith("/pointing") and frame:
-        why += (
-            f"; {frame['mean']:.0%} of VSM's arg-max pixels lie on the 2-pixel image frame (see vsal_prior on the edge artefacts)"
-        )
-    return why + "."
-
-
-def _why_control(res: Result, c: dict) -> str:
-    "The control fails: the metric does not tell the best baseline from noise."
-    if c["effect"] is None:
-        return ""
-    m = c["key"].rsplit("/", 1)[1]
-    return f"the metric itself does not separate the best baseline ({res.extra['best_baseline'][m]}) from noise here ({m}, {res.extra['units']})."
-
-
-def _why_encoder(res: Result, c: dict) -> str:
-    "The encoder does not beat a random map on keep-k: its per-seed margins and where its training curve ended."
-    if c["effect"] is None:
-        return ""
-    per = {s: v["VSM"] - v["random"] for s, v in res.extra.get("encoder_check", {}).items()}
-    last = {s: h[-1] for s, h in res.extra.get("vsm_history", {}).items() if h}
-    curve = ", ".join(
-        f"seed {s}: loss {h['loss']:.3f}, held-out keep-k {h['heldout_keep_k']:.3f} vs random {h['heldout_keep_k_random']:.3f}"
-        for s, h in last.items()
-        if "heldout_keep_k" in h
-    )
-    return (
-        f"keep-k of VSM minus random per seed: {', '.join(f'{s}: {d:+.3f}' for s, d in per.items())}; last epoch {curve or 'not recorded'} — "
-        "the encoder is under-trained for this budget (more epochs or images), not evidence against the method."
-    )
-
-
-RULES = {
-    CONTROL: _why_encoder,
-    "eval/vsm-over-best": _why_vsm,
-    "eval/vsm-over-random": _why_vsm,
-    "eval/best-over-random": _why_control,
-}  # diagnoses by claim key (`diagnose`); the prior's and the pipeline's rules are added below
-
 # %% ../../nbs/papers/05_variational_saliency.ipynb #f3d8da57
-def eval_figures(S: VSMSetup, scores: list, n: int = 6, max_rows: int = 4) -> list:
-    "The gallery of the first seed: test images (true and predicted class) and every method's map, VSM's uncertainty ν last; `max_rows` methods a figure (galleries split rather than tall)."
+def eval_figures(res: Result, n: int = 6, max_rows: int = 4) -> list[Figure]:
+    "The gallery of `compare_methods`'s first seed: test images (true and predicted class) and every method's map, VSM's uncertainty ν last; `max_rows` methods a figure (galleries split rather than tall)."
     from attribkit.viz import attribution_grid
 
-    r0 = scores[0]
+    r0, shown = res.raw["scores"][0], res.raw["shown"]
     show = list(range(min(n, len(r0["x"]))))
     grid = {name: r0["maps"][name][show] for name in r0["maps"]}
     if "vsm" in r0:
-        grid["VSM ν"] = r0["vsm"].uncertainty(r0["x"][show].to(S.device)).cpu()
+        vsm = r0["vsm"]
+        grid["VSM ν"] = vsm.uncertainty(r0["x"][show].to(next(vsm.encoder.parameters()).device)).cpu()
     names, figs = list(grid), []
     for s in range(0, len(names), max_rows):
         part = {k: grid[k] for k in names[s : s + max_rows]}
         fig = attribution_grid(
             r0["x"][show],
             part,
-            signed={k: k in ("G×I", "DGA") for k in part},
-            mean=S.mean,
-            std=S.std,
-            titles=[f"true {S.true_names(i)}\npred {S.pred_name(p)}" for i, p in zip(show, r0["pred"][show])],
+            signed={k: LABELS.get(k) in ("gxi", "dga") for k in part},
+            mean=shown["mean"],
+            std=shown["std"],
+            titles=[f"true {shown['true'][i]}\npred {shown['pred'][int(p)]}" for i, p in zip(show, r0["pred"][show])],
         )
         fig.suptitle(
-            f"Maps for the predicted class; {S.model_name}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0); "
+            f"Maps for the predicted class; {shown['model']}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0); "
             f"part {s // max_rows + 1} of {-(-len(names) // max_rows)}",
             fontsize=9,
             y=1.01,
@@ -967,7 +1026,7 @@ def eval_figures(S: VSMSetup, scores: list, n: int = 6, max_rows: int = 4) -> li
     return figs
 
 
-def curve_figure(res: Result):
+def curve_figure(res: Result) -> Figure:
     "The encoders' training curves (`res.extra['vsm_history']`), one line per seed: the training objective per epoch (↓) and keep-k on the held-out test images (↑), a random map's dotted."
     import matplotlib.pyplot as plt
 
@@ -1009,8 +1068,8 @@ def _frame(H: int, W: int, width: int = 2) -> Tensor:
     return f
 
 
-def prior_draws(S: VSMSetup, rho: float = 0.9, lam: float = 4.0, n_samples: int = 20000, keep: int = 5) -> dict:
-    "`n_samples` draws from the ar1 (`rho`), tv (`lam`) and iid priors at the image size: neighbour correlation measured and implied, marginal variance (`measured`), the correlation and its se per prior (`corr`), `keep` draws per prior (`samples`)."
+def prior_draws(S: Setup, rho: float = 0.9, lam: float = 4.0, n_samples: int = 20000, keep: int = 5) -> Result:
+    "`n_samples` draws from the ar1 (`rho`), tv (`lam`) and iid priors at the image size: neighbour correlation measured and implied, marginal variance (`measured`); in `raw`: the correlation and its se per prior (`corr`), `keep` draws per prior (`samples`), `n_samples`, `size`."
     H, W = S.test_x.shape[-2:]
     priors = {
         f"ar1 (rho={rho})": SoftTVPrior("ar1", rho),
@@ -1030,13 +1089,13 @@ def prior_draws(S: VSMSetup, rho: float = 0.9, lam: float = 4.0, n_samples: int 
         measured[f"{name}: neighbour corr (implied)"] = implied
         measured[f"{name}: marginal var at centre (samples)"] = float(s[:, c, c].var())
         del s
-    return dict(measured=measured, samples=samples, corr=corr, n_samples=n_samples, size=(H, W))
+    return Result(S.run, measured=measured, raw=dict(samples=samples, corr=corr, n_samples=n_samples, size=(H, W)))
 
 
-def _posterior_seed(S: VSMSetup, s: int, vsm: VariationalSaliency, n_images: int) -> dict:
+def _posterior_seed(S: Setup, s: int, vsm: VariationalSaliency, n_images: int) -> dict:
     H, W = S.test_x.shape[-2:]
     frame = _frame(H, W)
-    x = S.test_x[:n_images].to(S.device)
+    x = S.test_x[:n_images].to(S.dev)
     mu, log_var = (t.cpu() for t in vsm.encode(x))
     nu = log_var.exp()
     obj = S.masks[:n_images].any(1) if S.masks is not None else torch.zeros(len(x), H, W, dtype=torch.bool)  # ImageNet: no masks
@@ -1058,9 +1117,9 @@ def _posterior_seed(S: VSMSetup, s: int, vsm: VariationalSaliency, n_images: int
     )
 
 
-def posterior(S: VSMSetup, n_images: int = 200) -> list:
-    "Per seed: μ, ν, three draws of q(s|x) and log(ν off the objects / on them) for the first `n_images` test images, from that seed's fitted VSM."
-    return [_posterior_seed(S, s, S.vsm(s), n_images) for s in S.seeds]
+def posterior(S: Setup, n_images: int = 200) -> Result:
+    "Per seed (`res.raw['post']`): μ, ν, three draws of q(s|x) and log(ν off the objects / on them) for the first `n_images` test images, from that seed's fitted VSM."
+    return Result(S.run, raw=dict(post=[_posterior_seed(S, s, S.vsm(s), n_images) for s in S.seeds]))
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #ef13a3f6
 def _bg_mean(t: Tensor, where: Tensor) -> Tensor:
@@ -1122,20 +1181,70 @@ def _edge_artefacts(runs: list) -> dict:
     return m
 
 
-def edge_fixes(S: VSMSetup, post: list, fixes=tuple(EDGE_FIXES)) -> dict:
-    "The first seed's VSM refitted with each fix in `fixes` (names of `EDGE_FIXES`; same budget, same classifier), its posterior on the same test images: {fix: run}."
+def edge_fixes(S: Setup, post: Result, fixes=tuple(EDGE_FIXES)) -> Result:
+    "The first seed's VSM of `posterior`'s result refitted with each fix in `fixes` (names of `EDGE_FIXES`; same budget, same classifier), its posterior on the same test images: `res.raw['fixed']`, {fix: run}."
     unknown = [f for f in fixes if f not in EDGE_FIXES]
     if unknown:
         raise ValueError(f"`fixes` must be names of {list(EDGE_FIXES)}, got {list(fixes)!r}: drop or fix {unknown}")
-    s, n_images, out = post[0]["seed"], len(post[0]["x"]), {}
+    r0 = post.raw["post"][0]
+    s, n_images, out = r0["seed"], len(r0["x"]), {}
     for fix in fixes:
         ch = EDGE_FIXES[fix]
         changes = dict(prior=_prior_with(S.settings["prior"], ch["boundary"])) if "boundary" in ch else {}
         changes |= {"padding": ch["padding"]} if "padding" in ch else {}
         out[fix] = _posterior_seed(S, s, S.vsm(s, **changes), n_images)
-    return out
+    return Result(S.run, raw=dict(fixed=out))
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #0b7f7c71
+def _nu_why(fit_r: float, pred_ratio: float) -> str:
+    "One sentence: how the fitted ν frame (edge / interior ratio `fit_r`) compares with the prior's KL optimum (`pred_ratio`)."
+    if fit_r > 1 and pred_ratio > 1 and abs(math.log(fit_r) - math.log(pred_ratio)) < math.log(1.1):
+        return "The fitted frame has the size the prior predicts (within 10%): the bright frame is the mean-field KL against the prior's boundary rows."
+    elif fit_r > 1 and pred_ratio > 1 and fit_r > pred_ratio:
+        return (
+            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction: the prior's boundary rows explain "
+            f"{math.log(pred_ratio) / math.log(fit_r):.0%} of it on a log scale, the rest comes from the encoder or the likelihood term (see the fixes below)."
+        )
+    elif fit_r > 1 and pred_ratio > 1:
+        return (
+            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction, i.e. smaller than the prior alone implies: "
+            "the likelihood term (the classifier's evidence) pulls the border's ν down; what remains of the frame is the prior's (see the fixes below)."
+        )
+    else:
+        return "The fitted frame does not follow the prior's prediction (the encoder or the likelihood term shapes ν there; see the fixes below)."
+
+
+def _fix_lines(rows: dict) -> list[str]:
+    "Markdown lines: the edge artefacts of each variant (`rows`, the edge table) and the variant that flattens the frame most."
+
+    def ratio(r):
+        v = rows[r]["ν edge / interior, fitted"]
+        return v["mean"] if v else float("nan")
+
+    def band_of(r):
+        v = rows[r]["largest μ band (sd of μ)"]
+        return v if v is not None else float("nan")
+
+    lines = [
+        f"- **{r}**: ν on the edge is {ratio(r):.2f}× ν inside (the prior's KL optimum alone: "
+        f"{rows[r]['ν edge / interior, KL optimum']:.2f}×); μ's largest border band {band_of(r):.2f} sd; VSM's top-k on the frame "
+        f"{rows[r]['top-k on the 2-px frame']['mean']:.1%}."
+        for r in rows
+    ]
+    best = min(rows, key=lambda r: abs(math.log(max(ratio(r), 1e-9))) + band_of(r) if np.isfinite(ratio(r)) else math.inf)
+    fixes = list(rows)[1:]
+    lines.append(
+        f"The variant that flattens the frame most is **{best}** (|log ratio| + band smallest). "
+        + (
+            "A zero boundary removes the prior's reason for a brighter frame; replicate padding removes the encoder's way of telling border "
+            "pixels apart — where the fitted ratio exceeds the prior's optimum, the excess comes from the encoder (zero padding)."
+            if len(fixes) > 1
+            else f"Only {fixes[0] if fixes else 'no fix'} was fitted (`fixes`); fit each fix alone to separate the two causes."
+        )
+    )
+    return lines
+
+
 def _edge_row(m: dict) -> dict:
     bands = [
         m.get(f"mu: background {s} band minus background interior (in sd of mu)", {"mean": float("nan")})["mean"] for s in _SIDES
@@ -1162,20 +1271,7 @@ def _edge_findings(res: Result) -> str:
         m["mu: share of VSM's arg-max pixels on the 2-px frame"]["mean"],
     )
     fs = m["frame's share of the image"]
-    if fit_r > 1 and pred_ratio > 1 and abs(math.log(fit_r) - math.log(pred_ratio)) < math.log(1.1):
-        nu_why = "The fitted frame has the size the prior predicts (within 10%): the bright frame is the mean-field KL against the prior's boundary rows."
-    elif fit_r > 1 and pred_ratio > 1 and fit_r > pred_ratio:
-        nu_why = (
-            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction: the prior's boundary rows explain "
-            f"{math.log(pred_ratio) / math.log(fit_r):.0%} of it on a log scale, the rest comes from the encoder or the likelihood term (see the fixes below)."
-        )
-    elif fit_r > 1 and pred_ratio > 1:
-        nu_why = (
-            f"The fitted frame is {fit_r / pred_ratio:.2f}× the prior's prediction, i.e. smaller than the prior alone implies: "
-            "the likelihood term (the classifier's evidence) pulls the border's ν down; what remains of the frame is the prior's (see the fixes below)."
-        )
-    else:
-        nu_why = "The fitted frame does not follow the prior's prediction (the encoder or the likelihood term shapes ν there; see the fixes below)."
+    nu_why = _nu_why(fit_r, pred_ratio)
     lines = [
         f"- **ν frame.** With the {P[0]} prior ({P[2]} boundary) the KL's optimum predicts ν {pred_ratio:.2f}× larger on the outermost pixels "
         f"(corners aside) than inside; the fitted ν on the background is {fit_r:.2f}× larger on the edge than in the interior. {nu_why}",
@@ -1189,113 +1285,99 @@ def _edge_findings(res: Result) -> str:
         ),
     ]
 
-    def ratio(r):
-        v = rows[r]["ν edge / interior, fitted"]
-        return v["mean"] if v else float("nan")
-
-    def band_of(r):
-        v = rows[r]["largest μ band (sd of μ)"]
-        return v if v is not None else float("nan")
-
-    lines += [
-        f"- **{r}**: ν on the edge is {ratio(r):.2f}× ν inside (the prior's KL optimum alone: "
-        f"{rows[r]['ν edge / interior, KL optimum']:.2f}×); μ's largest border band {band_of(r):.2f} sd; VSM's top-k on the frame "
-        f"{rows[r]['top-k on the 2-px frame']['mean']:.1%}."
-        for r in rows
-    ]
-    best = min(rows, key=lambda r: abs(math.log(max(ratio(r), 1e-9))) + band_of(r) if np.isfinite(ratio(r)) else math.inf)
-    fixes = list(rows)[1:]
-    lines.append(
-        f"The variant that flattens the frame most is **{best}** (|log ratio| + band smallest). "
-        + (
-            "A zero boundary removes the prior's reason for a brighter frame; replicate padding removes the encoder's way of telling border "
-            "pixels apart — where the fitted ratio exceeds the prior's optimum, the excess comes from the encoder (zero padding)."
-            if len(fixes) > 1
-            else f"Only {fixes[0] if fixes else 'no fix'} was fitted (`fixes`); fit each fix alone to separate the two causes."
-        )
-    )
-    return "\n".join(lines)
+    return "\n".join(lines + _fix_lines(rows))
 
 # %% ../../nbs/papers/05_variational_saliency.ipynb #10094dde
-def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
-    "vsal_prior's tables (the priors' draws; the edge artefacts before and after the fixes), measured cells (the priors' neighbour correlations: identities of the construction, not claims) and its claim (ν is larger off the objects: evidence for `vsal/uncertainty`), with their diagnoses."
-    run, seeds = S.run, [r["seed"] for r in post]
-    measured, claims = dict(draws["measured"]), []
-    H, W = draws["size"]
-    measured["q: within-map neighbour corr of mu (mean)"] = mean_se(_per_unit(post, lambda r: _lag1(r["mu"]).double().numpy()))
-    measured["q: within-map neighbour corr of a draw s (mean)"] = mean_se(
-        _per_unit(post, lambda r: _lag1(r["sq"][:, 0]).double().numpy())
-    )
-    measured["q: log(mean nu off the objects / on them), frame excluded"] = mean_se(
-        _per_unit(post, lambda r: r["log_ratio"].numpy())
-    )
-    measured["q: final per-pixel KL (mean over seeds)"] = float(np.mean([r["vsm"].history[-1]["kl"] for r in post]))
-    measured |= _hit_cells(S, seeds, mean=False)
+def _posterior_cells(post: list) -> dict:
+    "vsal_prior's cells of the fitted posterior: the within-map neighbour correlation of μ and of a draw, log(ν off / ν on), the final KL."
+    return {
+        "q: within-map neighbour corr of mu (mean)": mean_se(_per_unit(post, lambda r: _lag1(r["mu"]).double().numpy())),
+        "q: within-map neighbour corr of a draw s (mean)": mean_se(
+            _per_unit(post, lambda r: _lag1(r["sq"][:, 0]).double().numpy())
+        ),
+        "q: log(mean nu off the objects / on them), frame excluded": mean_se(_per_unit(post, lambda r: r["log_ratio"].numpy())),
+        "q: final per-pixel KL (mean over seeds)": float(np.mean([r["vsm"].history[-1]["kl"] for r in post])),
+    }
+
+
+def _prior_claims(S: Setup, post: list, seeds: list) -> tuple[list, dict]:
+    "vsal_prior's claim (`POSTERIOR`) and the encoder control gating it, with the control's measured cells."
     why_not = _unevaluable(S, seeds)
-    key, text = (
-        "posterior/nu-off-over-on",
-        "the fitted posterior is more uncertain off the objects than on them (higher ν on the background)",
-    )
-    ev = dict(paper_claim="vsal/uncertainty", role="evidence")
     if why_not:
-        claims.append(not_evaluable(key, text, why_not, n=len(post), **ev))
+        c = _not_evaluable(POSTERIOR, why_not, len(post))
     elif S.masks is None:
-        claims.append(not_evaluable(key, text, "the ImageNet folder layout has no object masks", n=len(post), **ev))
+        c = _not_evaluable(POSTERIOR, "the ImageNet folder layout has no object masks", len(post))
     else:
-        claims.append(
-            claim(
-                key,
-                text,
-                _per_unit(post, lambda r: r["log_ratio"].numpy()),
-                units=_units(post),
-                **ev,
-                detail=f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; "
-                f"{run.budget['data']}, {len(post[0]['x'])} test images per seed",
-            )
+        detail = (
+            f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; "
+            f"{S.run.budget['data']}, {len(post[0]['x'])} test images per seed"
         )
-    control, cells = _encoder_control(S, post, "vsal/uncertainty", why_not)
-    measured |= cells
-    claims = _gated(claims, control, ("posterior/",)) + ([control] if control else [])
-    measured |= _edge_artefacts(post)
-    P = post[0]["vsm"].prior
+        c = POSTERIOR.judge(_per_unit(post, lambda r: r["log_ratio"].numpy()), units=_units(post), detail=detail)
+    control, cells = _encoder_control(S, post, ENCODER_CONTROL["vsal/uncertainty"], why_not)
+    return gate([c] + ([control] if control else [])), cells
+
+
+def _edge_rows(S: Setup, measured: dict, fixed: dict) -> tuple[dict, dict]:
+    "The edge table's rows (as fitted, then each fix) and the fixes' measured cells."
     boundary = "free" if not isinstance(S.settings["prior"], SoftTVPrior) else S.settings["prior"].boundary
     rows = {f"as fitted ({boundary} boundary, {S.settings.get('padding', 'zeros')} padding)": _edge_row(measured)}
+    cells = {}
     for fix, r in fixed.items():
         rows[fix] = _edge_row(_edge_artefacts([r]))
-        measured |= {f"edge fix, {fix}: {col}": v for col, v in rows[fix].items() if v is not None}
-    measured = {
-        k: v for k, v in measured.items() if not (isinstance(v, dict) and not np.isfinite(v["mean"]))
-    }  # a band with no background pixels
+        cells |= {f"edge fix, {fix}: {col}": v for col, v in rows[fix].items() if v is not None}
+    return rows, cells
+
+
+def _prior_tables(S: Setup, draws: Result, measured: dict, rows: dict, seeds: list) -> list:
+    "vsal_prior's tables: the priors' draws, the edge artefacts before and after the fixes."
+    H, W = draws.raw["size"]
     table = {
         name: {
             "neighbour corr (draws)": measured[f"{name}: neighbour corr (samples)"],
             "neighbour corr (implied)": measured[f"{name}: neighbour corr (implied)"],
             "marginal var at centre": measured[f"{name}: marginal var at centre (samples)"],
         }
-        for name in draws["corr"]
+        for name in draws.raw["corr"]
     }
-    title = f"Prior draws ({draws['n_samples']} per prior, {H}×{W} maps); {_hit_text(S, seeds)}"
+    title = f"Prior draws ({draws.raw['n_samples']} per prior, {H}×{W} maps); {_hit_text(S, seeds)}"
     edge_title = "Edge artefacts before and after the fixes (first seed's VSM refitted with the same budget)"
+    return [
+        paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="prior"),
+        paper_table(rows, title=edge_title, decimals=3, corner="variant"),
+    ]
+
+
+def prior_result(S: Setup, draws: Result, post: Result, fixed: Result) -> Result:
+    "vsal_prior's tables (the priors' draws; the edge artefacts before and after the fixes), measured cells (the priors' neighbour correlations: identities of the construction, not claims) and its claim (`POSTERIOR`: ν is larger off the objects, evidence for `vsal/uncertainty`), from the results of `prior_draws`, `posterior` and `edge_fixes`, with their diagnoses."
+    runs, fixes = post.raw["post"], fixed.raw["fixed"]
+    seeds = [r["seed"] for r in runs]
+    measured = dict(draws.measured) | _posterior_cells(runs) | _hit_cells(S, seeds, mean=False)
+    claims, cells = _prior_claims(S, runs, seeds)
+    measured |= cells | _edge_artefacts(runs)
+    rows, cells = _edge_rows(S, measured, fixes)
+    measured |= cells
+    measured = {
+        k: v for k, v in measured.items() if not (isinstance(v, dict) and not np.isfinite(v["mean"]))
+    }  # a band with no background pixels
+    P = runs[0]["vsm"].prior
     extra = dict(
-        data=run.budget["data"],
+        data=S.run.budget["data"],
         model=S.model_name,
-        vsm_history={r["seed"]: r["vsm"].history for r in post},
-        encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in post if "check" in r},
+        vsm_history={r["seed"]: r["vsm"].history for r in runs},
+        encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in runs if "check" in r},
         prior=[P.kind, P.strength, P.boundary],
         edge_rows=rows,
-        settings=S.settings_record(n_eval=len(post[0]["x"]), n_samples=draws["n_samples"], fixes=list(fixed)),
+        settings=S.settings_record(n_eval=len(runs[0]["x"]), n_samples=draws.raw["n_samples"], fixes=list(fixes)),
     )
     res = Result(
-        run,
-        tables=[
-            paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="prior"),
-            paper_table(rows, title=edge_title, decimals=3, corner="variant"),
-        ],
+        S.run,
+        tables=_prior_tables(S, draws, measured, rows, seeds),
         measured=measured,
         paper=PAPER_TABLE,
         claims=claims,
         extra=extra,
         stand_ins=_stand_ins(S, seeds),
+        raw=dict(samples=draws.raw["samples"], post=runs, fixed=fixes, shown=_shown(S, len(runs[0]["x"]))),
     )
     res.extra["edge_findings"] = _edge_findings(res)
     res.tables.append(
@@ -1305,30 +1387,13 @@ def prior_result(S: VSMSetup, draws: dict, post: list, fixed: dict) -> Result:
     diagnose(res, RULES)
     return res
 
-
-def _why_posterior(res: Result, c: dict) -> str:
-    "ν is not larger off the objects: the measured log ratio, the fitted ν frame and the VSM's final KL."
-    m = res.measured
-    lr = m.get("q: log(mean nu off the objects / on them), frame excluded")
-    if c["effect"] is None or lr is None:
-        return ""
-    fr = m.get("nu: fitted, background 1-px edge / background interior", {"mean": float("nan")})["mean"]
-    return (
-        f"log(ν off / ν on) = {lr['mean']:+.3f} ± {lr['se']:.3f} over {lr['n']} images; the fitted ν is {fr:.2f}× larger on the "
-        f"background's edge than inside and the fit ended at a per-pixel KL of {m['q: final per-pixel KL (mean over seeds)']:.2f}: "
-        "ν follows the prior's boundary rows and the KL more than the objects."
-    )
-
-
-RULES |= {"posterior": _why_posterior}
-
 # %% ../../nbs/papers/05_variational_saliency.ipynb #c32e8429
-def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
-    "Rows 1–3: draws from each prior; then a test image (true class), μ, ν and two draws of q(s|x), for two test images as fitted and for the first one after the last edge fix."
+def prior_figure(res: Result) -> Figure:
+    "`prior_result`'s figure. Rows 1–3: draws from each prior; then a test image (true class), μ, ν and two draws of q(s|x), for two test images as fitted and for the first one after the last edge fix."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
 
-    r0, samples = post[0], draws["samples"]
+    r0, samples, fixed, disp = res.raw["post"][0], res.raw["samples"], res.raw["fixed"], res.raw["shown"]
     shown = [(r0, i, "as fitted") for i in range(min(2, len(r0["x"])))] + [(r, 0, fix) for fix, r in list(fixed.items())[-1:]]
     fig, axes = plt.subplots(len(samples) + len(shown), 5, figsize=(10, 2 * (len(samples) + len(shown))), squeeze=False)
     for i, (name, s) in enumerate(samples.items()):
@@ -1341,7 +1406,7 @@ def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
     for row, (r, i, label) in enumerate(shown, start=len(samples)):
         v = float(r["mu"][i].abs().max())
         panels = [
-            (f"input: {S.true_names(i)}", None),
+            (f"input: {disp['true'][i]}", None),
             ("μ (0 = white)", r["mu"][i]),
             ("ν (brighter = more uncertain)", r["nu"][i]),
             ("s ~ q", r["sq"][i, 0]),
@@ -1350,7 +1415,7 @@ def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
         for j, (name, t) in enumerate(panels):
             ax = axes[row, j]
             if t is None:
-                im = to_image(r["x"][i], S.mean, S.std)
+                im = to_image(r["x"][i], disp["mean"], disp["std"])
                 ax.imshow(im, cmap="gray" if im.ndim == 2 else None, vmin=0, vmax=1)
             else:
                 ax.imshow(
@@ -1362,7 +1427,7 @@ def prior_figure(S: VSMSetup, draws: dict, post: list, fixed: dict):
             ax.set_xticks([])
             ax.set_yticks([])
         axes[row, 0].set_ylabel(f"q(s|x), test {i}\n{label}", fontsize=8)
-    fig.suptitle(f"Soft-TV prior draws and the fitted posterior; {S.model_name}", fontsize=9)
+    fig.suptitle(f"Soft-TV prior draws and the fitted posterior; {disp['model']}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -1376,18 +1441,19 @@ def _keep(clf, x, m):
         return F.softmax(clf(m[:, None] * x), 1)
 
 
-def _pipeline_seed(S: VSMSetup, s: int, n_images: int) -> dict:
+def _pipeline_seed(S: Setup, s: int, n_images: int) -> dict:
     k, clf, vsm = S.settings["k"], S.classifiers[s], S.vsm(s)
-    x = S.test_x[:n_images].to(S.device)
-    p = vsm.pipeline(x, generator=torch.Generator(device=S.device).manual_seed(s))
+    x = S.test_x[:n_images].to(S.dev)
+    p = vsm.pipeline(x, generator=torch.Generator(device=S.dev).manual_seed(s))
     gr = torch.Generator().manual_seed(1000 + s)
     n, shp = len(x), x.shape[2:]
+    soft, hard, rnd, bright = MASKS
     masks = {
-        "VSM hard top-k": hard_topk(p["s"].flatten(1), k).view(n, *shp),
-        "random mask": hard_topk(torch.rand(n, shp.numel(), generator=gr).to(S.device), k).view(n, *shp),
-        "brightest pixels": hard_topk(x.sum(1).flatten(1), k).view(n, *shp),
+        hard: hard_topk(p["s"].flatten(1), k).view(n, *shp),
+        rnd: hard_topk(torch.rand(n, shp.numel(), generator=gr).to(S.dev), k).view(n, *shp),
+        bright: hard_topk(x.sum(1).flatten(1), k).view(n, *shp),
     }
-    probs = {"VSM soft mask": p["p_perturb"]} | {name: _keep(clf, x, m) for name, m in masks.items()}
+    probs = {soft: p["p_perturb"]} | {name: _keep(clf, x, m) for name, m in masks.items()}
     kl = {name: _kl_rows(p["p_origin"], q).cpu() for name, q in probs.items()}
     top1 = p["p_origin"].argmax(1)
     kept = {name: (q.argmax(1) == top1).double().cpu() for name, q in probs.items()}
@@ -1402,48 +1468,32 @@ def _pipeline_seed(S: VSMSetup, s: int, n_images: int) -> dict:
     )
 
 
-def pipeline_runs(S: VSMSetup, n_images: int = 300) -> list:
-    "Per seed: Figure 1's pipeline on the first `n_images` test images, and the KL and kept top-1 under VSM's soft and hard top-k masks, a random mask and the brightest pixels."
-    return [_pipeline_seed(S, s, n_images) for s in S.seeds]
+def pipeline_runs(S: Setup, n_images: int = 300) -> Result:
+    "Per seed (`res.raw['runs']`): Figure 1's pipeline on the first `n_images` test images, and the KL and kept top-1 under the masks of `MASKS`: VSM's soft and hard top-k masks, a random mask and the brightest pixels."
+    return Result(S.run, raw=dict(runs=[_pipeline_seed(S, s, n_images) for s in S.seeds]))
 
 
-def pipeline_result(S: VSMSetup, runs: list) -> Result:
-    "vsal_schematic's table (masks × KL ↓, top-1 kept ↑), measured cells and claims: VSM's hard top-k keeps the prediction better than a random mask (evidence for `vsal/mask-keeps-prediction`) and than the brightest pixels (a diagnostic: is VSM more than intensity?), with their diagnoses."
-    run, seeds = S.run, [r["seed"] for r in runs]
-    units, k, n_images = _units(runs), S.settings["k"], len(runs[0]["x"])
-    names = list(runs[0]["kl"])
-    measured = {f"KL(p_origin||p_perturb), {n}": mean_se(_per_unit(runs, lambda r: r["kl"][n].double().numpy())) for n in names}
-    measured |= {f"top-1 kept, {n}": mean_se(_per_unit(runs, lambda r: r["kept"][n].numpy())) for n in names}
-    measured["soft mask sum / (k·HW)"] = mean_se([r["mask_sum"] for r in runs]) if units == "seeds" else runs[0]["mask_sum"]
+def _pipeline_claims(S: Setup, runs: list, seeds: list) -> list:
+    "vsal_schematic's claims (`PIPELINE_CLAIMS`): VSM's hard top-k mask against each control mask, on the KL."
+    why_not, hard = _unevaluable(S, seeds), MASKS[1]
+    detail = f"{S.run.budget['data']}, {S.model_name}, k={S.settings['k']}, {len(runs[0]['x'])} test images per seed"
+    return [
+        _not_evaluable(spec, why_not, len(runs))
+        if why_not
+        else spec.judge(_per_unit(runs, lambda r: paired(r["kl"][ctrl], r["kl"][hard])), units=_units(runs), detail=detail)
+        for ctrl, spec in PIPELINE_CLAIMS
+    ]
+
+
+def pipeline_result(S: Setup, runs: Result) -> Result:
+    "vsal_schematic's table (masks × KL ↓, top-1 kept ↑), measured cells and claims (`PIPELINE_CLAIMS`: VSM's hard top-k keeps the prediction better than a random mask, evidence for `vsal/mask-keeps-prediction`, and than the brightest pixels, a diagnostic) from `pipeline_runs`'s result, with their diagnoses."
+    run, per = S.run, runs.raw["runs"]
+    seeds, units, k = [r["seed"] for r in per], _units(per), S.settings["k"]
+    names = list(per[0]["kl"])
+    measured = {f"KL(p_origin||p_perturb), {n}": mean_se(_per_unit(per, lambda r: r["kl"][n].double().numpy())) for n in names}
+    measured |= {f"top-1 kept, {n}": mean_se(_per_unit(per, lambda r: r["kept"][n].numpy())) for n in names}
+    measured["soft mask sum / (k·HW)"] = mean_se([r["mask_sum"] for r in per]) if units == "seeds" else per[0]["mask_sum"]
     measured |= _hit_cells(S, seeds, mean=False)
-    why_not = _unevaluable(S, seeds)
-    claims = []
-    for key, ctrl, what, role in (
-        ("pipeline/vsm-over-random", "random mask", "a random mask of the same size", "evidence"),
-        (
-            "pipeline/vsm-over-brightest",
-            "brightest pixels",
-            "the same number of brightest pixels (the trivial baseline)",
-            "diagnostic",
-        ),
-    ):
-        text = (
-            "diagnostic: " if role == "diagnostic" else ""
-        ) + f"after training, VSM's hard top-k mask preserves the prediction better (lower KL) than {what}"
-        kw = dict(paper_claim="vsal/mask-keeps-prediction", role=role)
-        if why_not:
-            claims.append(not_evaluable(key, text, why_not, n=len(runs), **kw))
-        else:
-            claims.append(
-                claim(
-                    key,
-                    text,
-                    _per_unit(runs, lambda r: paired(r["kl"][ctrl], r["kl"]["VSM hard top-k"])),
-                    units=units,
-                    detail=f"{run.budget['data']}, {S.model_name}, k={k}, {n_images} test images per seed",
-                    **kw,
-                )
-            )
     table = {
         n: {"KL(p_origin ‖ p_perturb) ↓": measured[f"KL(p_origin||p_perturb), {n}"], "top-1 kept ↑": measured[f"top-1 kept, {n}"]}
         for n in names
@@ -1452,41 +1502,30 @@ def pipeline_result(S: VSMSetup, runs: list) -> Result:
     extra = dict(
         data=run.budget["data"],
         model=S.model_name,
-        vsm_history={r["seed"]: r["vsm"].history for r in runs},
-        vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in runs])) for key in ("loss", "likelihood")},
-        settings=S.settings_record(n_eval=n_images),
+        vsm_history={r["seed"]: r["vsm"].history for r in per},
+        vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in per])) for key in ("loss", "likelihood")},
+        settings=S.settings_record(n_eval=len(per[0]["x"])),
     )
     res = Result(
         run,
         tables=[paper_table(table, PAPER_TABLE, title=title, decimals=3, corner="mask")],
         measured=measured,
         paper=PAPER_TABLE,
-        claims=claims,
+        claims=_pipeline_claims(S, per, seeds),
         extra=extra,
         stand_ins=_stand_ins(S, seeds),
+        raw=dict(runs.raw, shown=_shown(S, len(per[0]["x"]))),
     )
     diagnose(res, RULES)
     return res
 
-
-def _why_pipeline(res: Result, c: dict) -> str:
-    "VSM's mask keeps the prediction no better than a control: the kept top-1 per mask and where VSM's fit ended."
-    if c["effect"] is None:
-        return ""
-    kept = ", ".join(f"{k.split(', ', 1)[1]} {v['mean']:.3f}" for k, v in res.measured.items() if k.startswith("top-1 kept, "))
-    f = res.extra["vsm_final"]
-    return f"top-1 kept: {kept}; VSM's fit ended at loss {f['loss']:.4f} (likelihood term {f['likelihood']:.4f})."
-
-
-RULES |= {"pipeline": _why_pipeline}
-
 # %% ../../nbs/papers/05_variational_saliency.ipynb #6ed214d6
-def pipeline_figure(S: VSMSetup, runs: list, n: int = 4):
-    "Figure 1 for `n` test images of the first seed: input (true class), μ, ν, a sample s, its top-k mask, the perturbed image and both predictive distributions."
+def pipeline_figure(res: Result, n: int = 4) -> Figure:
+    "`pipeline_result`'s Figure 1 for `n` test images of the first seed: input (true class), μ, ν, a sample s, its top-k mask, the perturbed image and both predictive distributions."
     import matplotlib.pyplot as plt
     from attribkit.viz import to_image
 
-    r0 = runs[0]
+    r0, shown = res.raw["runs"][0], res.raw["shown"]
     p = r0["p"]
     n = min(n, len(r0["x"]))
     rows = [
@@ -1503,7 +1542,7 @@ def pipeline_figure(S: VSMSetup, runs: list, n: int = 4):
         for j, (name, t) in enumerate(rows):
             ax = axes[i, j]
             if t.ndim == 4:
-                im = to_image(t[i], S.mean, S.std)
+                im = to_image(t[i], shown["mean"], shown["std"])
                 ax.imshow(im, cmap="gray" if im.ndim == 2 else None, vmin=0, vmax=1)
             elif name == "μ":
                 v = float(t[i].abs().max())
@@ -1514,7 +1553,7 @@ def pipeline_figure(S: VSMSetup, runs: list, n: int = 4):
             ax.set_yticks([])
             if i == 0:
                 ax.set_title(name + (" (0 = white)" if name == "μ" else ""), fontsize=9)
-        axes[i, 0].set_ylabel(f"true {S.true_names(i)}", fontsize=7)
+        axes[i, 0].set_ylabel(f"true {shown['true'][i]}", fontsize=7)
         ax = axes[i, -1]
         c = p["p_origin"][i].topk(top).indices  # the classifier's top classes on the original image
         pos = torch.arange(len(c))
@@ -1522,12 +1561,12 @@ def pipeline_figure(S: VSMSetup, runs: list, n: int = 4):
         ax.bar(pos + 0.2, p["p_perturb"][i][c], 0.4, label="perturbed")
         ax.set_ylim(0, 1)
         ax.set_xticks(pos)
-        ax.set_xticklabels([S.pred_name(int(v))[:10] for v in c], rotation=90, fontsize=5)
+        ax.set_xticklabels([shown["pred"][int(v)][:10] for v in c], rotation=90, fontsize=5)
         ax.set_ylabel("probability", fontsize=7)
         ax.tick_params(labelsize=6)
         if i == 0:
             ax.set_title("predictions", fontsize=9)
             ax.legend(fontsize=6)
-    fig.suptitle(f"VSM pipeline (appendix Figure 1); {S.model_name}", fontsize=9)
+    fig.suptitle(f"VSM pipeline (appendix Figure 1); {shown['model']}", fontsize=9)
     fig.tight_layout()
     return fig
