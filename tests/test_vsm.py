@@ -239,7 +239,7 @@ def _tiny_setup(tmp_path, seeds=1, accuracy=0.9):
     clf = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 3)).eval()
     run = P.start("vsal_eval", P.BUDGETS, "cpu", seeds=seeds, out_dir=str(tmp_path))
     settings = dict(k=0.25, beta=0.1, prior="ar1", topk="sinkhorn", width=0.125, topk_kw=dict(n_iter=10))
-    return P.VSMSetup(run, x, masks.flatten(2).any(2), masks, ["a", "b", "c"], (0.0,) * 3, (1.0,) * 3, "a toy classifier",
+    return P.Setup(run, x, masks.flatten(2).any(2), masks, ["a", "b", "c"], (0.0,) * 3, (1.0,) * 3, "a toy classifier",
                       {s: clf for s in run.seeds}, {s: accuracy for s in run.seeds}, {s: "toy" for s in run.seeds}, TensorDataset(x),
                       "toy", settings, dict(epochs=1, batch_size=8, lr=1e-3, k_start=None), torch.Generator().manual_seed(0), memory={})
 
@@ -256,7 +256,7 @@ def test_vsal_eval_steps_on_a_tiny_setup(tmp_path):
     res = P.compare_methods(S, _scores(S))
     assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 10
     assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS} | {P.CONTROL}
-    assert res.claim("eval/vsm-over-random/deletion")["n"] == 6 and "n = 6 paired images" in res.claim("eval/vsm-over-random/deletion")["detail"]
+    assert res.claim("eval/vsm-over-random/deletion")["n"] == 6 and res.claim("eval/vsm-over-random/deletion")["units"] == "paired images"
     assert "VSM arg-max on the 2-px frame (fraction)" in res.measured and "classifier top-1 hit rate, seed 0" in res.measured
     assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds" and c["effect"] is not None}  # gated: none
     d = json.loads(res.save().read_text())
@@ -264,16 +264,16 @@ def test_vsal_eval_steps_on_a_tiny_setup(tmp_path):
 
 
 def test_vsal_eval_without_some_methods(tmp_path):
-    "A reader drops methods: the table lacks them, claims that need a dropped method are not evaluable and name it; an unknown method is a ValueError."
+    "A reader drops methods: the table lacks them, claims that need a dropped method stay, not evaluable, naming it by its registry name; an unknown method is a ValueError."
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path)
     res = P.compare_methods(S, _scores(S, ["G×I", "DGA", "random"]))
     assert res.extra["methods"] == ["G×I", "DGA", "random"] and not any(k.startswith("VSM") for k in res.measured)
     c = res.claim("eval/vsm-over-best/insertion")
-    assert c["verdict"] == "not evaluable" and "VSM not compared" in c["detail"]
+    assert c["verdict"] == "not evaluable" and c["reasons"] == ["not run: vsm removed from the methods"]
     assert res.claim("eval/best-over-random/insertion")["n"] == 6          # the control needs no VSM
     res = P.compare_methods(S, _scores(S, ["VSM", "random"]))
-    assert "a baseline not compared" in res.claim("eval/vsm-over-best/deletion")["detail"] and res.extra["best_baseline"] == {}
+    assert res.claim("eval/vsm-over-best/deletion")["reasons"][0].startswith("no baseline compared") and res.extra["best_baseline"] == {}
     with pytest.raises(ValueError, match="`methods` must be"):
         P.score_maps(S, ["VSM", "LIME"])
 
@@ -283,20 +283,21 @@ def test_vsal_claims_not_evaluable_at_chance(tmp_path):
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path, accuracy=0.39)
     res = P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"]))
-    assert all(c["verdict"] == "not evaluable" and "at chance" in c["detail"] for c in res.claims)
+    assert all(c["verdict"] == "not evaluable" and any("at chance" in r for r in c["reasons"]) for c in res.claims)
     S = _tiny_setup(tmp_path, accuracy=0.41)
-    assert not any("at chance" in c["detail"] for c in P.pipeline_result(S, P.pipeline_runs(S, n_images=6)).claims)
+    assert not any("at chance" in r for c in P.pipeline_result(S, P.pipeline_runs(S, n_images=6)).claims for r in c["reasons"])
 
 
 def test_vsal_claims_not_evaluable_under_the_zoo_floor(tmp_path):
     "cpu: the zoo's classifier under its floor makes every claim of the three notebooks not evaluable with the reason, whatever its hit rate."
     from dataclasses import replace
     from attribkit.papers import variational_saliency as P
-    why = "the classifier (Mosaic VGG-6-BN/2) under its floor: test mAP 0.5000 < 0.60"
-    S = replace(_tiny_setup(tmp_path, seeds=3, accuracy=0.9), floor=why)
+    why = "Mosaic VGG-6-BN/2 under its floor: test mAP 0.500 < 0.60"
+    zoo = lambda v: {"Mosaic VGG-6-BN/2": dict(metric="test mAP", values=[v], floor=0.6)}
+    S = replace(_tiny_setup(tmp_path, seeds=3, accuracy=0.9), stand_ins=zoo(0.5))
     for res in (P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"])), P.pipeline_result(S, P.pipeline_runs(S, n_images=6))):
-        assert res.claims and all(c["verdict"] == "not evaluable" and why in c["detail"] for c in res.claims)
-    assert not any(why in c["detail"] for c in P.compare_methods(replace(S, floor=None), _scores(S, ["VSM", "G×I", "random"])).claims)
+        assert res.claims and all(c["verdict"] == "not evaluable" and why in c["reasons"] for c in res.claims)
+    assert not any(why in c["reasons"] for c in P.compare_methods(replace(S, stand_ins=zoo(0.7)), _scores(S, ["VSM", "G×I", "random"])).claims)
 
 
 def test_vsal_diagnoses_read_measurements_not_text(tmp_path):
@@ -308,11 +309,12 @@ def test_vsal_diagnoses_read_measurements_not_text(tmp_path):
     failing = [claim("eval/vsm-over-best/pointing", "any words", [-1.0, -1.1, -0.9], units="seeds"),
                claim("eval/best-over-random/deletion", "other words", [-1.0, -1.1, -0.9], units="seeds")]
     extra = dict(keep_k={"VSM": 0.5, "G×I": 0.2, "random": 0.1}, settings=dict(k=0.25), best_baseline={"deletion": "G×I"}, units="seeds")
-    res = Result(run, claims=failing, extra=extra, measured={"VSM arg-max on the 2-px frame (fraction)": {"mean": 0.25, "se": 0.1, "n": 3}})
+    labels = dict(raw=dict(labels={"vsm": "VSM", "gxi": "G×I", "random": "random"}))
+    res = Result(run, claims=failing, extra=extra, measured={"VSM arg-max on the 2-px frame (fraction)": {"mean": 0.25, "se": 0.1, "n": 3}}, **labels)
     d = diagnose(res, P.RULES)
     assert "VSM wins its own objective" in d["eval/vsm-over-best/pointing"] and "25% of VSM's arg-max pixels" in d["eval/vsm-over-best/pointing"]
     assert "best baseline (G×I)" in d["eval/best-over-random/deletion"]
-    res = Result(run, claims=failing, extra=dict(extra, keep_k={"VSM": 0.1, "G×I": 0.2}))
+    res = Result(run, claims=failing, extra=dict(extra, keep_k={"VSM": 0.1, "G×I": 0.2}), raw=dict(labels={"vsm": "VSM", "gxi": "G×I"}))
     assert "does not even win its own objective" in diagnose(res, P.RULES)["eval/vsm-over-best/pointing"]
 
 
@@ -332,7 +334,7 @@ def test_vsal_prior_steps_on_a_tiny_setup(tmp_path):
     assert "Only zero prior boundary was fitted" in res.extra["edge_findings"] and len(res.tables) == 3
     with pytest.raises(ValueError, match="`fixes` must be"):
         P.edge_fixes(S, post, ["wider encoder"])
-    res.figures["vsal_prior"] = P.prior_figure(S, draws, post, fixed)
+    res.figures["vsal_prior"] = P.prior_figure(res)
     res.save()
     assert (tmp_path / "figures" / "vsal_prior.png").exists()
     plt.close("all")
@@ -347,7 +349,7 @@ def test_vsal_schematic_steps_on_a_tiny_setup(tmp_path):
     res = P.pipeline_result(S, runs)
     assert [c["key"] for c in res.claims] == ["pipeline/vsm-over-random", "pipeline/vsm-over-brightest"]
     assert all(c["n"] == 6 for c in res.claims) and "top-1 kept, random mask" in res.measured
-    plt.close(P.pipeline_figure(S, runs, n=2))
+    plt.close(P.pipeline_figure(res, n=2))
 
 
 def test_vsal_claims_tied_to_the_registry(tmp_path):
@@ -358,7 +360,7 @@ def test_vsal_claims_tied_to_the_registry(tmp_path):
     S = _tiny_setup(tmp_path, seeds=3)
     post = P.posterior(S, n_images=6)
     results = {"vsal_eval": P.compare_methods(S, _scores(S)),
-               "vsal_prior": P.prior_result(S, P.prior_draws(S, n_samples=64), post, {}),
+               "vsal_prior": P.prior_result(S, P.prior_draws(S, n_samples=64), post, P.edge_fixes(S, post, [])),
                "vsal_schematic": P.pipeline_result(S, P.pipeline_runs(S, n_images=6))}
     ids = [c.id for c in P.PAPER_CLAIMS]
     assert len(ids) == len(set(ids)) == 3 and registry()["vsal"][1] == P.PAPER_CLAIMS
@@ -378,13 +380,14 @@ def test_vsal_best_baseline_chosen_on_other_images(tmp_path):
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path)
     t = lambda *v: torch.tensor(v, dtype=torch.float32)
-    ins = {"VSM": t(0.5, 0.5, 0.5, 0.5), "A": t(0.9, 0.1, 0.9, 0.1), "B": t(0.2, 0.6, 0.2, 0.6), "random": t(0.3, 0.3, 0.3, 0.3)}
+    ins = {"VSM": t(0.5, 0.5, 0.5, 0.5), "G×I": t(0.9, 0.1, 0.9, 0.1), "DGA": t(0.2, 0.6, 0.2, 0.6), "random": t(0.3, 0.3, 0.3, 0.3)}
     res = {n: dict(insertion=v, deletion=1 - v, keep_k=v) for n, v in ins.items()}
-    r = P.compare_methods(S, [dict(seed=0, x=torch.zeros(4, 3, 12, 12), res=res)])
-    assert r.extra["best_baseline_folds"]["insertion"] == ["B", "A"] and r.extra["best_baseline"]["insertion"] == "B / A"
-    c = r.claim("eval/vsm-over-best/insertion")          # VSM minus B on images 0, 2 and minus A on images 1, 3
+    from attribkit.papers.experiment import Result
+    r = P.compare_methods(S, Result(S.run, raw=dict(scores=[dict(seed=0, x=torch.zeros(4, 3, 12, 12), res=res)])))
+    assert r.extra["best_baseline_folds"]["insertion"] == ["DGA", "G×I"] and r.extra["best_baseline"]["insertion"] == "DGA / G×I"
+    c = r.claim("eval/vsm-over-best/insertion")          # VSM minus B (DGA) on images 0, 2 and minus A (G×I) on images 1, 3
     assert c["effect"] == pytest.approx(float(torch.tensor([0.3, 0.4, 0.3, 0.4]).mean())) and c["role"] == "evidence"
-    assert "B for the even images, A for the odd ones" in c["detail"]
+    assert "DGA for the even images, G×I for the odd ones" in c["detail"]
     assert r.claim("eval/best-over-random/deletion")["effect"] == pytest.approx(-0.15)   # random 0.7 against B 0.8 (even), A 0.9 (odd)
 
 
@@ -429,25 +432,28 @@ def test_vsal_eval_notebook_runs_with_two_methods_dropped(tmp_path):
 
 
 def test_vsal_encoder_control_gates_the_evidence(tmp_path):
-    "The encoder's keep-k against a random map on held-out images is a control (seeds from 3 on); unless it holds, the evidence that needs a working encoder is not evaluable and names it, and the registry verdict does not count the control twice."
-    from attribkit.claims import claim, paper_verdict
+    "The encoder's keep-k against a random map on held-out images is a control (seeds from 3 on); if it fails, the evidence that needs a working encoder is not evaluable and names it (`gated_by`, `gate`), and the registry verdict does not count the control twice."
+    from attribkit.claims import claim, gate, paper_verdict
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path, seeds=3)
     res = P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"]))
     c = res.claim(P.CONTROL)
-    assert c["role"] == "control" and c["paper_claim"] == "vsal/better-saliency" and c["n"] == 3 and "n = 3 seeds" in c["detail"]
+    assert c["role"] == "control" and c["paper_claim"] == "vsal/better-saliency" and c["n"] == 3 and c["units"] == "seeds"
     assert set(res.extra["encoder_check"]) == {0, 1, 2} and all("heldout_keep_k" in h[-1] for h in res.extra["vsm_history"].values())
     ev = [x for x in res.claims if x["key"].startswith("eval/vsm-over-best/")]
-    assert all((x["verdict"] == "not evaluable" and P.CONTROL in x["detail"]) == (c["verdict"] != "holds") for x in ev)
+    assert ev and all(x["gated_by"] == [P.CONTROL] for x in ev) and not any(x["gated_by"] for x in res.claims if x not in ev)
+    assert all((x["verdict"] == "not evaluable" and f"control {P.CONTROL} fails" in x["reasons"]) == (c["verdict"] == "fails") for x in ev)
     failed = claim(P.CONTROL, "control", [-0.1, -0.11, -0.09], units="seeds", role="control", paper_claim="vsal/better-saliency")
-    gated = P._gated(res.claims, failed, ("eval/vsm-over-best/",))
-    assert all(x["verdict"] == "not evaluable" and P.CONTROL in x["detail"] and "n = 3 seeds" in x["detail"] for x in gated if x in ev or x["key"].startswith("eval/vsm-over-best/"))
-    assert [x for x in gated if not x["key"].startswith("eval/vsm-over-best/")] == [x for x in res.claims if not x["key"].startswith("eval/vsm-over-best/")]
+    others = [x for x in res.claims if x["key"] != P.CONTROL]
+    gated = gate(others + [failed])
+    assert all(x["verdict"] == "not evaluable" and x["reasons"][0] == f"control {P.CONTROL} fails" and x["n"] == 3 and x["units"] == "seeds"
+               for x in gated if x["key"].startswith("eval/vsm-over-best/"))
+    assert [x for x in gated if not x["key"].startswith("eval/vsm-over-best/")] == [x for x in others if not x["key"].startswith("eval/vsm-over-best/")] + [failed]
     pc = P.PAPER_CLAIMS[0]
-    row = paper_verdict(pc, [("vsal_eval", x) for x in gated if x["key"] != P.CONTROL] + [("vsal_eval", failed)])
+    row = paper_verdict(pc, [("vsal_eval", x) for x in gated])
     assert row["verdict"] == "not evaluable" and not row["support"].startswith("control")   # gated, not counted twice
     held = claim(P.CONTROL, "control", [0.1, 0.11, 0.09], units="seeds", role="control", paper_claim="vsal/better-saliency")
-    assert P._gated(res.claims, held, ("eval/vsm-over-best/",)) == res.claims
+    assert gate(others + [held])[:-1] == others
 
 
 def test_vsal_encoder_curve_is_in_the_cache_key(tmp_path, monkeypatch):
@@ -471,3 +477,25 @@ def test_vsal_eval_gradcam_keeps_the_records_layer_the_last_conv():
     m = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 36, 4)).double().eval()
     x = torch.randn(2, 1, 6, 6, dtype=D64, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(attribute(m, x, [0, 1], **kw), GradCAM(m, "0")(x, [0, 1]))
+
+
+@pytest.mark.slow
+def test_vsal_eval_copy_without_vsm_keeps_its_claims(tmp_path):
+    "A renamed copy of vsal_eval with VSM removed from `methods` runs at smoke; every claim that needs VSM is still there, not evaluable, its reasons naming it."
+    import json
+    from pathlib import Path
+    import nbformat, papermill as pm
+    from attribkit.papers import variational_saliency as P
+    nb = nbformat.read(Path(__file__).parents[1] / "nbs" / "repro" / "vsal_eval.ipynb", as_version=4)
+    line = 'methods = ["VSM", "G×I", "DGA", "RISE", "Grad-CAM", "intensity", "random"]'
+    cell = next(c for c in nb.cells if line in c.source)
+    cell.source = cell.source.replace(line, 'methods = ["G×I", "DGA", "RISE", "Grad-CAM", "intensity", "random"]')
+    copy = tmp_path / "my_vsal_eval_copy.ipynb"
+    nbformat.write(nb, copy)
+    pm.execute_notebook(str(copy), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", out_dir=str(tmp_path), device="cpu"),
+                        kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    claims = {c["key"]: c for c in json.loads(next(tmp_path.glob("vsal_eval*.json")).read_text())["claims"]}
+    need = [s.key for _, _, s in P.EVAL_CLAIMS if "vsm" in s.needs] + [P.CONTROL]
+    assert len(need) == 7 and set(need) <= set(claims)
+    assert all(claims[k]["verdict"] == "not evaluable" and any("vsm removed from the methods" in r for r in claims[k]["reasons"]) for k in need)
+    assert not any("removed" in r for k, c in claims.items() if k not in need for r in c["reasons"])   # the control needs no VSM
