@@ -11,5 +11,5 @@ from .budget import *
 from .protocol import *
 from .figures import *
 
-STEPS = (setup, prune_and_merge, evaluate)  # what a merging notebook calls, in order
+STEPS = (prune_and_merge, evaluate)  # the protocol steps a merging notebook calls after `setup`, in order
 FIGURES = (merging_figure,)

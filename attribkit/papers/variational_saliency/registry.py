@@ -27,6 +27,7 @@ PAPER_CLAIMS = [
         headline="VSM maps beat other saliency methods",
         paper_effect="not available (only the appendix is)",
         unit="AUC or hit rate",
+        design_check=True,
     ),
     PaperClaim(
         "vsal/mask-keeps-prediction",
@@ -40,6 +41,7 @@ PAPER_CLAIMS = [
         headline="VSM's top-k mask keeps the prediction",
         paper_effect="none (a schematic)",
         unit="nats of KL",
+        design_check=True,
     ),
     PaperClaim(
         "vsal/uncertainty",
@@ -53,8 +55,10 @@ PAPER_CLAIMS = [
         headline="ν is higher off the objects than on them",
         paper_effect="none",
         unit="log ratio",
+        design_check=True,
     ),
-]  # seed 004's claims (attribkit.claims.PaperClaim); appendix B (the prior's correlation) and D (the KL) are identities: tests
+]  # seed 004 is an appendix that states no experiment-backed finding: these rows, read from the title and abstract, are design
+# checks of this implementation (listed apart, never tallied as the paper's claims); appendix B (the prior's correlation) and D (the KL) are identities: tests
 METRICS = {"deletion": "lower", "insertion": "higher", "pointing": "higher"}  # vsal_eval's metrics, and which way is better
 CONTROL = "vsm/encoder-beats-random-keepk"  # the key of the control that gates the evidence which needs a working encoder
 ENCODER_CONTROL = {
