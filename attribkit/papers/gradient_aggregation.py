@@ -4,26 +4,31 @@
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #0aaaa5d1
 from __future__ import annotations
-import glob, re
+import dataclasses, glob, re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 import torch
 from torch import nn, Tensor
 from ..core import attribute, as_local, available_methods, seed_everything, target_grad
-from ..claims import PaperClaim, chance_reason, claim, mean_se, unit_effects
+from ..claims import ClaimSpec, PaperClaim, chance_reason, gate, mean_se, unit_effects
 from ..metrics import flip_curves
 from ..dga import DGA
-from . import zoo
+from . import experiment, zoo
 from .experiment import Result, Run, diagnose, start, torchvision_model, torchvision_weights
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 # %% auto #0
-__all__ = ['TABLE1', 'TABLE2', 'TABLE3', 'PAPER_IMAGES', 'PAPER_CLAIMS', 'FLIP_STEPS', 'WEIGHT_FILES', 'PAPER_FILES',
-           'PAPER_SCALE_IMAGES', 'BUDGETS', 'LRP_RULE', 'VARIANTS', 'SCORES', 'PROB', 'TABLE1_METHODS',
-           'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS', 'TABLE2_CLAIMS', 'TABLE3_CLAIMS', 'RULES', 'FIG1_MAPS',
-           'contradictions', 'flip_scores', 'weights_file', 'load_paper_model', 'paper_images', 'Setup', 'setup', 'gxi',
-           'control_methods', 'local_maps', 'compare_methods', 'protocol_note', 'flip_table', 'flip_figure',
-           'StepResult', 'object_shares', 'fig1_figures', 'path_concentration', 'fig8_figures', 'grid', 'fig9_figure',
-           'MoonsSetup', 'moons_setup', 'moons_identities', 'moons_figure']
+__all__ = ['TABLE1', 'TABLE2', 'TABLE3', 'PAPER_IMAGES', 'PAPER_CLAIMS', 'LABELS', 'VARIANTS', 'CONTROLS', 'SCORES', 'PROB',
+           'TABLE1_METHODS', 'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS', 'TABLE2_CLAIMS', 'TABLE3_CLAIMS',
+           'FIG1_MAPS', 'RULES', 'FLIP_STEPS', 'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'BUDGETS',
+           'LRP_RULE', 'FILLS', 'contradictions', 'flip_specs', 'fig1_specs', 'fig8_specs', 'fig9_specs', 'flip_scores',
+           'weights_file', 'load_paper_model', 'paper_images', 'Setup', 'setup', 'gxi', 'control_methods', 'local_maps',
+           'compare_methods', 'protocol_note', 'flip_table', 'flip_figure', 'object_shares', 'fig1_figures',
+           'path_concentration', 'fig8_figures', 'grid', 'fig9_figure', 'MoonsSetup', 'moons_setup', 'moons_identities',
+           'moons_figure']
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #a8e4fc1c
 def _rows(cols: list, values: dict) -> dict:
@@ -91,7 +96,8 @@ def _paper_text(table: dict, cols: list) -> str:
 _FLIP = "pixel-flip AUC of the target's softmax probability: LeRF ↑ (least relevant removed first), MoRF ↓ (most relevant first)"
 _CPU = (
     "cpu: the zoo's VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on the full "
-    "Fashion-MNIST 32 × 32 training split, 5, 3 and 5 seeds; paper scale: the torchvision models on ImageNet val"
+    f"Fashion-MNIST 32 × 32 training split, {', '.join(str(zoo.ZOO[z].seeds) for z in ('VGG-16-BN/16', 'ResNet-8/2', 'LeNet-5'))}"
+    " seeds; paper scale: the torchvision models on ImageNet val"
 )
 PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) claims, with the notebooks that test it
     PaperClaim(
@@ -163,7 +169,8 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "Appendix K, Figure 9",
         "figure only (ResNet-18, 1k ImageNet training images, N ∈ {1, 10, 20, 30, 50, 100}, q ∈ {0.6, …, 1.0}); no numbers",
         _FLIP + " (N = 30 against N = 1, per q)",
-        "cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds, N ≤ 50; paper scale: torchvision ResNet-18 "
+        f"cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, {zoo.ZOO['ResNet-8/2'].seeds} seeds, N ≤ 50; paper "
+        "scale: torchvision ResNet-18 "
         "(dga_fig9_grid)",
         headline="more steps (N > 1) help at every q",
         paper_effect="no numbers (a figure)",
@@ -176,7 +183,8 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "Appendix K, Figure 9",
         "figure only; no numbers",
         _FLIP + " (q = 0.6 against q = 1.0 at N = 30: MoRF lower, LeRF lower)",
-        "cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, 3 seeds; paper scale: torchvision ResNet-18 (dga_fig9_grid)",
+        f"cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, {zoo.ZOO['ResNet-8/2'].seeds} seeds; paper scale: "
+        "torchvision ResNet-18 (dga_fig9_grid)",
         headline="a low q helps MoRF and costs LeRF",
         paper_effect="no numbers (a figure)",
         unit="AUC",
@@ -198,6 +206,268 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         unit="share of the map",
     ),
 ]
+
+# %% ../../nbs/papers/02_gradient_aggregation.ipynb #e3000001
+LABELS = {  # display label → registry method name (the one map; claims and `local_maps` read it)
+    **{k: k.lower() for k in ("GBP", "IG", "FullGrad", "GIG", "DeepLIFT", "LRP", "SmoothGrad", "RISE", "DGA", "UFG")},
+    **{k: k.lower() for k in ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2")},
+    "G×I": "gxi",
+    "Grad-CAM": "gradcam",
+    "DGA(G×I)": "dga_gxi",
+    "DGA_W": "dga_wc",
+    "WC only": "dga_wc",
+    "DGA_E": "dga_epc",
+    "EPC only": "dga_epc",
+    "ReLU(G×I)": "relu_gxi",
+    "|G×I|": "abs_gxi",
+    "DGA N=1": "dga_n1",
+    "input intensity": "intensity",
+    "random": "random",
+}
+VARIANTS = {"lrp": "LRP-α1β0"}  # how a claim names a registered method whose variant is ours, not the paper's stated one
+CONTROLS = ("relu_gxi", "abs_gxi", "dga_n1", "random")  # the maps every DGA comparison is also run against
+_LABEL = {"lerf_prob": "LeRF prob", "morf_prob": "MoRF prob", "lerf_logit": "LeRF logit", "morf_logit": "MoRF logit"}
+SCORES = {
+    "lerf_prob": ("LeRF", "probability", 1),
+    "morf_prob": ("MoRF", "probability", -1),
+    "lerf_logit": ("LeRF", "logit", 1),
+    "morf_logit": ("MoRF", "logit", -1),
+}
+PROB = ("lerf_prob", "morf_prob")  # the paper's scores: claims are made on these; the logit twins stay measured cells
+
+
+def _name(label: str) -> str:
+    "The registry name of a display label (a label `LABELS` does not know is its own name)."
+    return LABELS.get(label, label)
+
+
+def _shown(label: str) -> str:
+    return VARIANTS.get(_name(label), label)
+
+
+def _slug(name: str) -> str:
+    "A claim-key part for a method or model name: 'G×I' → 'gxi', '|G×I|' → 'abs-gxi', 'ReLU(G×I)' → 'relu-gxi', 'VGG-16' → 'vgg-16'."
+    s = str(name).strip()
+    if len(s) > 2 and s.startswith("|") and s.endswith("|"):
+        s = "abs-" + s[1:-1]
+    return re.sub(r"[^a-z0-9_.+=-]+", "-", s.lower().replace("×", "x")).strip("-")
+
+
+TABLE1_METHODS = ["G×I", "DGA(G×I)", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
+TABLE2_METHODS = ["G×I", "IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
+TABLE3_METHODS = _TABLE3_COLS + ["ReLU(G×I)", "|G×I|", "DGA N=1"]
+# (method, references, scores, registry claim, role); each comparison is made in one notebook only
+TABLE1_CLAIMS = [
+    ("DGA", ("G×I",), PROB, "dga/over-gxi", "evidence"),
+    ("DGA(G×I)", ("G×I",), PROB, "dga/aggregation-gxi", "evidence"),
+    ("DGA", ("|G×I|",), PROB, "dga/over-gxi", "diagnostic"),  # is DGA's gain the ranking by |G×I|?
+    ("DGA(G×I)", ("ReLU(G×I)",), PROB, "dga/aggregation-gxi", "diagnostic"),
+]  # DGA(G×I) at N = 1 is ReLU(G×I)
+TABLE2_CLAIMS = [
+    ("DGA_W", ("DGA_E",), ("lerf_prob",), "dga/masks-flip", "evidence"),  # WC is the better mask for LeRF
+    ("DGA_E", ("DGA_W",), ("morf_prob",), "dga/masks-flip", "evidence"),  # EPC is the better mask for MoRF
+    ("DGA", ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2"), PROB, "dga/not-relu-alone", "evidence"),
+    ("DGA", ("ReLU(G×I)",), PROB, "dga/not-relu-alone", "diagnostic"),
+]  # the ReLU of the local map alone
+TABLE3_CLAIMS = [("DGA", tuple(c for c in _TABLE3_COLS if c not in ("DGA", "G×I")), PROB, "dga/baselines", "evidence")]
+
+
+def _versus_spec(prefix, label, model, method, ref, score, pc, role, gated_by=(), units="seeds") -> tuple[ClaimSpec, dict]:
+    "The claim that `method` beats `ref` on `score` (LeRF higher, MoRF lower) for one model, and what it compares."
+    order, what, sign = SCORES[score]
+    text = f"{label}: {_shown(method)} {order} ({what}) is {'above' if sign > 0 else 'below'} {_shown(ref)}'s"
+    key = f"{prefix}/{_slug(method)}-over-{_slug(ref)}/{_slug(model)}/{score}"
+    spec = ClaimSpec(key, pc, text, role, units, gated_by, (_name(method), _name(ref)))
+    return spec, dict(kind="versus", model=label, method=method, reference=ref, score=score)
+
+
+def flip_specs(rows, prefix: str, label: str, model: str, units: str = "seeds") -> list[tuple[ClaimSpec, dict]]:
+    "The claims of model `label` (paper model `model`) for the table `rows` (method, references, scores, registry claim, role), keys `<prefix>/…`, each with what it compares; an evidence comparison against a reference that is no control comes after its control 'the reference beats a random map' (once per reference and score), which gates it."
+    out, made = [], set()
+    for method, refs, scores, pc, role in rows:
+        for ref in refs:
+            for score in scores:
+                gated_by = ()
+                if role == "evidence" and _name(ref) not in CONTROLS:
+                    ctrl = _versus_spec(prefix, label, model, ref, "random", score, pc, "control", units=units)
+                    if ctrl[0].key not in made:
+                        made.add(ctrl[0].key)
+                        out.append(ctrl)
+                    gated_by = (ctrl[0].key,)
+                out.append(_versus_spec(prefix, label, model, method, ref, score, pc, role, gated_by, units))
+    return out
+
+
+FIG1_MAPS = ["UFG", "WC only", "EPC only", "DGA", "ReLU(G×I)", "|G×I|", "input intensity", "random"]
+_FIG1_CLAIMS = [  # (map, reference, role)
+    ("DGA", "UFG", "evidence"),
+    ("WC only", "UFG", "evidence"),
+    ("EPC only", "UFG", "evidence"),  # the masks' effect
+    ("UFG", "random", "control"),  # the map the masks are judged against finds the object better than chance
+    ("DGA", "ReLU(G×I)", "diagnostic"),
+    ("DGA", "|G×I|", "diagnostic"),
+]
+# no claim against "input intensity" on single items: the object is where the input is bright (pixel > threshold), so that
+# map finds it by construction; its share stays a measured cell. On canvases (`Setup.masks`) the distractors and the
+# background have the items' intensities, so the intensity map is a fair baseline there: a diagnostic
+_FIG1_CLUTTERED = [("DGA", "input intensity", "diagnostic")]
+
+
+def fig1_specs(rows, label: str, model: str, units: str = "seeds") -> list[tuple[ClaimSpec, dict]]:
+    "Figure 1's claims of model `label` (paper model `model`) for the rows (map, reference, role): the map puts more positive mass on the object."
+    return [
+        (
+            ClaimSpec(
+                f"fig1/{_slug(k)}-over-{_slug(ref)}/{_slug(model)}",
+                "dga/masks-object",
+                f"{label}: {k} puts more positive mass on the object than {ref}",
+                role,
+                units,
+                needs=(_name(k), _name(ref)),
+            ),
+            dict(kind="share", model=label, method=k, reference=ref),
+        )
+        for k, ref, role in rows
+    ]
+
+
+_FIG8_CLAIMS = [  # (key, what the DGA sequence does); diagnostics: why the masks do or do not find the object
+    ("fig8/dga-keeps-object", "keeps more of the object than of the background (log ratio > 0)"),
+    ("fig8/dga-over-random-local", "concentrates on the object more than a random-local sequence"),
+]  # no claim against the intensity-local sequence: it keeps the bright pixels, i.e. the object, by construction
+
+
+def fig8_specs(label: str, model: str, units: str = "seeds") -> list[ClaimSpec]:
+    "Figure 8's diagnostics of model `label` (paper model `model`)."
+    return [
+        ClaimSpec(f"{key}/{_slug(model)}", "dga/masks-object", f"{label}: the DGA sequence {text}", "diagnostic", units)
+        for key, text in _FIG8_CLAIMS
+    ]
+
+
+def fig9_specs(label: str, model: str, ns: list, qs: list, n: int, units: str = "seeds") -> list[tuple[ClaimSpec, dict]]:
+    "Figure 9's claims on model `label` (paper model `model`) for the grid `ns` × `qs` with N = `n` the aggregated point: the control that N = 1 beats a random map, N beats 1 per q and score (with N = 1 in the grid), q = 0.6 below q = 1.0 (with both)."
+    out, m = [], _slug(model)
+    if 1 in ns and n > 1:
+        out += [_versus_spec("fig9", label, model, "DGA N=1", "random", k, "dga/n-steps", "control", units=units) for k in PROB]
+        for q in qs:
+            for k in PROB:
+                order, score, _ = SCORES[k]
+                text = f"q={q}: N={n} beats N=1 in {order} ({score})"
+                spec = ClaimSpec(f"fig9/aggregation/{m}/q={q}/{k}", "dga/n-steps", text, "evidence", units)
+                out.append((spec, dict(kind="aggregation", model=label, score=k, q=q)))
+    if 0.6 in qs and 1.0 in qs:  # a low q improves MoRF (lower) and degrades LeRF (lower): both "q=0.6 below q=1.0"
+        for k in PROB:
+            order, score, _ = SCORES[k]
+            text = f"N={n}: q=0.6 has a lower {order} ({score}) than q=1.0 ({'better' if order == 'MoRF' else 'worse'})"
+            spec = ClaimSpec(f"fig9/low-q/{m}/{k}", "dga/low-q", text, "evidence", units)
+            out.append((spec, dict(kind="low-q", model=label, score=k)))
+    return out
+
+# %% ../../nbs/papers/02_gradient_aggregation.ipynb #e6000001
+_AREA = "object area (chance)"
+_RATIO = "log(mask on / off object), second half"
+
+
+def _auc(res: Result, label: str, m: str, score: str) -> float | None:
+    cell = res.measured.get(f"{label} | {m} | {_LABEL[score]}")
+    return cell["mean"] if isinstance(cell, dict) else None
+
+
+def _flip_rule(res: Result, c: dict) -> str:
+    "Why 'method beats reference on a score' does not hold, read from the measured AUCs of the model: the method's and the controls' mean differences to the reference."
+    cmp = res.extra["comparisons"][c["key"]]
+    label, method, ref, score = cmp["model"], cmp["method"], cmp["reference"], cmp["score"]
+    order, what, sign = SCORES[score]
+    base, shown = _auc(res, label, ref, score), {v: k for k, v in LABELS.items() if v in CONTROLS}
+    if base is None or _auc(res, label, method, score) is None:
+        return ""  # not run: nothing measured to explain
+    ms = (method,) + tuple(shown[k] for k in CONTROLS)
+    d = {m: _auc(res, label, m, score) - base for m in ms if m != ref and _auc(res, label, m, score) is not None}
+    text = (
+        f"{order} {what} AUC minus {ref}'s (mean over {res.extra['unit']}): "
+        + ", ".join(f"{m} {v:+.3f}" for m, v in d.items())
+        + f" ({'higher' if sign > 0 else 'lower'} is better)."
+    )
+    better = [m for m in d if m != method and sign * d[m] >= sign * d[method]]
+    if better:
+        text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
+    relu = shown["relu_gxi"]
+    if _name(ref) not in CONTROLS and relu in d and sign * d[method] < 0 and sign * d[relu] < 0:
+        text += (
+            f" {relu} is also worse than {ref} here ({d[relu]:+.3f}): clamping a map at zero, as DGA does "
+            "at every step, discards the negative evidence and leaves the zero pixels in random order."
+        )
+    rnd = _auc(res, label, "random", score)
+    if _name(ref) in CONTROLS:
+        text += f" The reference is itself a control ({ref})."
+    elif rnd is not None and sign * (base - rnd) < 0:
+        text += f" {ref} itself is worse than a random map on this score."
+    return text
+
+
+def _object_rule(res: Result, c: dict) -> str:
+    "A Figure 1 claim that does not hold: every object share measured on its model, and whether the input intensity alone already lies on the object."
+    cmp = res.extra["comparisons"][c["key"]]
+    label, ref = cmp["model"], cmp["reference"]
+    cells = {k: res.measured.get(f"{label} | {k} | positive mass on object") for k in res.extra["maps"] + [_AREA]}
+    if cells.get(ref) is None or cells.get(cmp["method"]) is None:
+        return ""  # not run: nothing measured to explain
+    share = {k: v["mean"] for k, v in cells.items() if v is not None}
+    text = "object shares " + ", ".join(f"{k} {v:.3f}" for k, v in share.items())
+    if _name(ref) == "intensity" and share[ref] >= 0.9:
+        text += (
+            f" — the input intensity itself puts {share[ref]:.3f} of its mass on the object: the object is where the input "
+            "is bright, so this trivial map finds it by construction."
+        )
+    return text + ("" if text.endswith(".") else ".")
+
+
+def _path_rule(res: Result, c: dict) -> str:
+    "A Figure 8 claim that does not hold: the second-half log ratios of the three sequences, where |UFG| lies at step 0, and the background's value in normalised space."
+    label, m = res.extra["model"], res.measured
+    lr = {k: m[f"{label} | {k} | {_RATIO}"]["mean"] for k in ("DGA (UFG)", "random local", "intensity local")}
+    ps, ar = m[f"{label} | |UFG| share on the object at step 0"]["mean"], m[f"{label} | object area share"]["mean"]
+    text = (
+        f"second-half log ratios — DGA {lr['DGA (UFG)']:+.3f}, random local {lr['random local']:+.3f}, intensity local "
+        f"{lr['intensity local']:+.3f}. At step 0, {ps:.2f} of the |UFG| mass lies on the object, whose area share is {ar:.2f}; "
+        "the WC mask keeps the elements of largest |φ|, so the sequence keeps "
+        + ("the object" if ps > ar else "the background")
+        + "."
+    )
+    if lr["intensity local"] > lr["DGA (UFG)"]:
+        text += " The intensity-driven sequence keeps the object better: the object is where the input is bright, so it finds it by construction."
+    if abs(res.extra["background"]) > 0.1:
+        text += (
+            f" The background is {res.extra['background']:+.2f} in normalised space, not 0, so x⊙∇f is not zero there and the "
+            "model's evidence includes the background around the object."
+        )
+    return text
+
+
+def _grid_rule(res: Result, c: dict) -> str:
+    "A Figure 9 grid claim that does not hold: the grid's mean AUCs over N per q on its score, and the random map's."
+    key = res.extra["comparisons"][c["key"]]["score"]
+    order, score, _ = SCORES[key]
+    NS, QS, m = res.extra["N"], res.extra["q"], res.measured
+    rnd = m[f"{res.extra['model']} | random | {_LABEL[key]}"]["mean"]
+    return (
+        f"mean {key} over N (q="
+        + ", ".join(f"{q}: " + "/".join(f"{m[f'N={n} q={q} | {order} {score}']:.3f}" for n in NS) for q in QS)
+        + f") for N = {NS}; random {rnd:.3f}."
+    )
+
+
+RULES = {  # claim-key prefix → the diagnosis of a claim of that kind that does not hold, from this run's measurements
+    "table1": _flip_rule,
+    "table2": _flip_rule,
+    "table3": _flip_rule,
+    "fig9": _flip_rule,
+    "fig9/aggregation": _grid_rule,
+    "fig9/low-q": _grid_rule,
+    "fig1": _object_rule,
+    "fig8": _path_rule,
+}
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #6637f2a2
 FLIP_STEPS = 20  # 5 % of the pixels per step
@@ -222,18 +492,37 @@ SMOKE_MODELS = {
     "Inception-V3": ("lenet5", dict(num_classes=5, in_channels=3, input_size=32)),
 }
 SMOKE_RECIPE = dict(epochs=6, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
-ZOO_NAMES = {"VGG-16": "VGG-16-BN/16", "ResNet-18": "ResNet-8/2", "Inception-V3": "LeNet-5"}  # cpu: the zoo's stand-ins
+ZOO_NAMES = {
+    "VGG-16": "VGG-16-BN/16",
+    "ResNet-18": "ResNet-8/2",
+    "Inception-V3": "LeNet-5",
+}  # `stand_ins='zoo'`: the zoo's stand-ins
 STAND_INS = {k: f"{v} (stand-in for {k})" for k, v in ZOO_NAMES.items()}  # smoke trains the same builders on shapes
-CLUTTERED_NAMES = {"VGG-16": "Canvas VGG-16-BN/16"}  # cpu, `cluttered`: the zoo's stand-ins on Fashion canvases
+CLUTTERED_NAMES = {"VGG-16": "Canvas VGG-16-BN/16"}  # `cluttered`: the zoo's stand-ins on Fashion canvases
 PAPER_MODELS = {"VGG-16": ("vgg16", 224), "ResNet-18": ("resnet18", 224), "Inception-V3": ("inception_v3", 299)}
-DATA_NAMES = {"smoke": "shapes (single-label, attribkit.data.shapes)", "cpu": "Fashion-MNIST (32 x 32)", "paper": "ImageNet val"}
+DATA_NAMES = {  # the budget's `stand_ins` → the data the models are evaluated on
+    "shapes": "shapes (single-label, attribkit.data.shapes)",
+    "zoo": "Fashion-MNIST (32 x 32)",
+    "torchvision": "ImageNet val",
+}
 
 
-def model_label(paper_name: str, scale: str, cluttered: bool = False) -> str:
-    "The honest name of the model that stands for `paper_name` at `scale` (the paper's own model only at paper scale; `cluttered`: the cpu stand-in trained on Fashion canvases)."
-    if scale == "paper":
+def _kind(stand_ins: str) -> str:
+    if stand_ins not in DATA_NAMES:
+        raise ValueError(f"`stand_ins` must be one of {list(DATA_NAMES)} (a budget knob), got {stand_ins!r}")
+    return stand_ins
+
+
+def model_label(paper_name: str, stand_ins: str, cluttered: bool = False) -> str:
+    "The honest name of the model that stands for `paper_name` with the budget's `stand_ins` ('torchvision': the paper's own model; 'shapes' and 'zoo': the zoo's builders; `cluttered`: the zoo's stand-in trained on Fashion canvases, 'zoo' only)."
+    if cluttered and _kind(stand_ins) != "zoo":
+        raise ValueError(
+            f"`cluttered=True` takes the zoo's stand-ins trained on Fashion canvases, but this run's `stand_ins` are "
+            f"{stand_ins!r}: pass cluttered=False, or stand_ins='zoo'"
+        )
+    if _kind(stand_ins) == "torchvision":
         return paper_name
-    return f"{CLUTTERED_NAMES[paper_name]} (stand-in for {paper_name})" if cluttered and scale == "cpu" else STAND_INS[paper_name]
+    return f"{CLUTTERED_NAMES[paper_name]} (stand-in for {paper_name})" if cluttered else STAND_INS[paper_name]
 
 
 def _smoke_data():
@@ -277,7 +566,7 @@ def _dry_trained(name: str, seed: int, device, data_root=None, n: int = 64) -> z
 
 
 def _zoo_stand_ins(run: Run, names: list, table: dict = ZOO_NAMES) -> dict[str, list]:
-    "cpu: {paper name: [`zoo.Trained` per seed]}, stand-in `table[name]` (`ZOO_NAMES` or `CLUTTERED_NAMES`) from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
+    "{paper name: [`zoo.Trained` per seed]}, stand-in `table[name]` (`ZOO_NAMES` or `CLUTTERED_NAMES`) from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
     out = {}
     for name in names:
         z = table[name]
@@ -346,8 +635,10 @@ PAPER_FILES["dga_moons_toy"] = []  # the toy's 2-D moons are generated at every 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #1f763533
 PAPER_SCALE_IMAGES = 1000
 _GRID_N = [n for n in _FIG9_N if n < 100]  # below paper scale Figure 9 stops at N = 50 (the plateau is reached at 10–30)
-BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, …
+BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whether Figures 1 and 8 take the zoo's canvas stand-ins, seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, …
     "smoke": dict(
+        stand_ins="shapes",
+        cluttered=False,
         seeds=1,
         n_images=32,
         gallery_images=32,
@@ -364,6 +655,8 @@ BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip s
         epochs=1000,
     ),
     "cpu": dict(
+        stand_ins="zoo",
+        cluttered=True,
         seeds=max(zoo.ZOO[z].seeds for z in ZOO_NAMES.values()),  # the most any stand-in has; setup takes each one's own
         n_images=32,
         gallery_images=32,
@@ -380,6 +673,8 @@ BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip s
         epochs=1000,
     ),
     "paper": dict(
+        stand_ins="torchvision",
+        cluttered=False,
         seeds=1,
         n_images=PAPER_SCALE_IMAGES,
         gallery_images=64,
@@ -396,6 +691,8 @@ BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip s
         epochs=5000,
     ),
     "dry_run": dict(
+        stand_ins="torchvision",
+        cluttered=False,
         seeds=1,
         n_images=2,
         gallery_images=2,
@@ -414,26 +711,30 @@ BUDGETS = {  # per scale: seeds, images (per notebook kind), DGA steps N, flip s
 }
 
 
-@dataclass
-class Setup:
-    "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)} of the models with an i-th seed), with the data's name, each model's test accuracy per seed, the number of classes and, at cpu, the zoo's record of each stand-in (`stand_ins`) and its floor's `not evaluable` reason (`floor`)."
+@dataclass(repr=False)
+class Setup(experiment.Setup):
+    "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)} of the models with an i-th seed), with the data's name, each model's test accuracy per seed, the number of classes, each label's paper model, the zoo's floor reason per label (`floor`) and the target objects' masks that come with the images (`masks`: (n, H, W), or None)."
 
-    run: Run
     per_seed: list
     data: str
     accuracy: dict = field(default_factory=dict)
     num_classes: int | None = None
     paper_names: dict = field(default_factory=dict)
-    stand_ins: dict = field(default_factory=dict)
     floor: dict = field(default_factory=dict)
-    masks: Tensor | None = None  # (n, H, W) the target objects' masks that come with the images (cpu, cluttered), else None
+    masks: Tensor | None = None
 
     @property
     def seeds(self) -> list[int]:
+        "The run's seeds that have models (`per_seed`)."
         return self.run.seeds[: len(self.per_seed)]
 
+    @property
+    def kind(self) -> str:
+        "The budget's `stand_ins`: 'shapes', 'zoo' or 'torchvision'."
+        return _kind(self.run.budget["stand_ins"])
+
     def seeds_of(self, label: str) -> list[int]:
-        "The seeds model `label` has (at cpu: the zoo's count of its stand-in)."
+        "The seeds model `label` has (with the zoo's stand-ins: the zoo's count of its stand-in)."
         return [s for s, per in zip(self.seeds, self.per_seed) if label in per]
 
     @property
@@ -474,32 +775,26 @@ class Setup:
                 + (f" (**under it**: {self.floor[label]})" if self.floor.get(label) else "")
                 + " |"
             )
-        if self.stand_ins:
-            lines += [
-                "",
-                "Test accuracy: "
-                + (
-                    "a dry run's, on 64 test images (not the zoo)"
-                    if self.run.dry_run
-                    else "the zoo's, on its "
-                    + (f"{zoo.CANVASES['n_test']:,} test canvases" if self.masks is not None else "full Fashion-MNIST test split")
-                    + " (`attribkit.papers.zoo`)"
-                )
-                + ".",
-            ]
-        return "\n".join(lines)
+        return "\n".join(lines + self._accuracy_note())
 
-    def _repr_markdown_(self) -> str:
-        return self.describe()
+    def _accuracy_note(self) -> list[str]:
+        if not self.stand_ins:
+            return []
+        if self.run.dry_run:
+            return ["", "Test accuracy: a dry run's, on 64 test images (not the zoo)."]
+        split = f"{zoo.CANVASES['n_test']:,} test canvases" if self.masks is not None else "full Fashion-MNIST test split"
+        return ["", f"Test accuracy: the zoo's, on its {split} (`attribkit.papers.zoo`)."]
+
+
+def _with_seeds(run: Run, n: int) -> Run:
+    "A copy of `run` whose budget has `n` seeds (the caller's run is never changed): what a setup's results are saved with."
+    return dataclasses.replace(run, budget=run.budget | {"seeds": n})
 
 
 def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000, cluttered: bool = False) -> Setup:
-    "The paper's `models` (default all three, or all of `CLUTTERED_NAMES`; paper names) for each seed of `run`, with the first `n_images` test images (default the budget's `n_images`): at smoke stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); at cpu the zoo's stand-ins (`ZOO_NAMES` on Fashion-MNIST; `cluttered`: `CLUTTERED_NAMES` on Fashion canvases, one item among distractors, with its silhouette as the object mask), each with the zoo's count of seeds (the run's seeds become the most of these) and the zoo's test accuracy on the full test split; at paper scale the torchvision models with the weights `run.weights` on ImageNet val (`cluttered` changes only cpu)."
-    from attribkit import data
-    from attribkit.models import evaluate
-
-    scale = run.scale
-    cluttered = bool(cluttered) and scale == "cpu"
+    "The paper's `models` (default all three, or all of `CLUTTERED_NAMES`; paper names) for each seed of `run`, with the first `n_images` test images (default the budget's `n_images`), by the budget's `stand_ins`: 'shapes', stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); 'zoo', the zoo's stand-ins (`ZOO_NAMES` on Fashion-MNIST; `cluttered`: `CLUTTERED_NAMES` on Fashion canvases, one item among distractors, with its silhouette as the object mask), each with the zoo's count of seeds (the setup's run has the most of these) and the zoo's test accuracy on the full test split; 'torchvision', the torchvision models with the weights `run.weights` on ImageNet val. `cluttered=True` with other stand-ins is a `ValueError`."
+    kind = _kind(run.budget["stand_ins"])
+    model_label("VGG-16", kind, cluttered)  # `cluttered` only with the zoo's stand-ins
     table = CLUTTERED_NAMES if cluttered else PAPER_MODELS
     names = list(table) if models is None else list(models)
     unknown = [k for k in names if k not in table]
@@ -510,57 +805,76 @@ def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000
             + f", got {unknown}"
         )
     seed_everything(run.seed)
-    n, dev = n_images or run.budget["n_images"], run.dev
-    per_seed, accuracy, k, record, floor, masks = [], {}, None, {}, {}, None
-    zoo_names, labelled = (CLUTTERED_NAMES if cluttered else ZOO_NAMES), (lambda k_: model_label(k_, scale, cluttered))
-    if scale == "paper":  # images stay on the CPU: chunks go to the device
-        for s in run.seeds:
-            per_seed.append(
-                {
-                    k_: (
-                        load_paper_model(k_, run.weights, run.data_root).to(dev),
-                        *paper_images(run.data_root, PAPER_MODELS[k_][1], n, s),
-                    )
-                    for k_ in names
-                }
+    n = n_images or run.budget["n_images"]
+    return _SETUPS[kind](run, names, n, n_eval, cluttered)
+
+
+def _torchvision_setup(run: Run, names: list, n: int, n_eval: int, cluttered: bool) -> Setup:
+    "The paper's models with their weights on `n` seeded random ImageNet val images per seed (kept on the CPU: chunks go to the device)."
+    per_seed = [
+        {
+            k: (
+                load_paper_model(k, run.weights, run.data_root).to(run.dev),
+                *paper_images(run.data_root, PAPER_MODELS[k][1], n, s),
             )
-    elif scale == "cpu":
-        trained = _zoo_stand_ins(run, names, zoo_names)
-        ds = zoo.splits(zoo.ZOO[zoo_names[names[0]]].data, run.data_root)
-        test = data.first(ds.test, n).tensors
-        x, y = (t.to(dev) for t in test[:2])
-        masks = test[2].float() if cluttered else None  # the canvas's own mask of its one item
-        run.budget["seeds"] = max(len(ts) for ts in trained.values())  # the seeds this run has (saved with its results)
-        per_seed = [
-            {labelled(k_): (ts[i].model, x, y) for k_, ts in trained.items() if i < len(ts)} for i in range(run.budget["seeds"])
-        ]
-        k = int(ds.test.tensors[1].max()) + 1
-        for k_, ts in trained.items():
-            lab, e = labelled(k_), zoo.ZOO[zoo_names[k_]]
-            accuracy[lab] = [t.value for t in ts]
-            floor[lab] = zoo.floor_reason(ts, lab)
-            record[lab] = dict(
-                zoo=zoo_names[k_],
-                stands_for=k_,
-                data=zoo.DATA_NAMES.get(e.data, e.data),
-                seeds=[t.seed for t in ts],
-                values=[round(t.value, 4) for t in ts],
-                floor=e.floor,
-                metric=e.metric + (" (dry run: 64 test images)" if run.dry_run else ""),
-            )
-    else:
-        for s in run.seeds:
-            stand_ins, ds = _stand_ins(names, s, dev)
-            x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
-            per_seed.append({labelled(k_): (m, x, y) for k_, m in stand_ins.items()})
-        test = data.first(ds.test, n_eval)
-        test = torch.utils.data.TensorDataset(*test.tensors[:2])
-        k = int(ds.test.tensors[1].max()) + 1
-        for per in per_seed:
-            for label, (m, _, _) in per.items():
-                accuracy.setdefault(label, []).append(float(evaluate(m, test, topk=(1,), device=dev)["top1"]))
-    data_name = zoo.DATA_NAMES[zoo.ZOO[CLUTTERED_NAMES[names[0]]].data] if cluttered else DATA_NAMES[scale]
-    return Setup(run, per_seed, data_name, accuracy, k, {labelled(k_): k_ for k_ in names}, record, floor, masks)
+            for k in names
+        }
+        for s in run.seeds
+    ]
+    return Setup(run, per_seed, DATA_NAMES["torchvision"], paper_names={k: k for k in names})
+
+
+def _zoo_setup(run: Run, names: list, n: int, n_eval: int, cluttered: bool) -> Setup:
+    "The zoo's stand-ins of `names` (each with its own count of seeds) on the first `n` test images, with the zoo's accuracies, floors and record."
+    from attribkit import data
+
+    zoo_names, label = (CLUTTERED_NAMES if cluttered else ZOO_NAMES), (lambda k: model_label(k, "zoo", cluttered))
+    trained = _zoo_stand_ins(run, names, zoo_names)
+    ds = zoo.splits(zoo.ZOO[zoo_names[names[0]]].data, run.data_root)
+    test = data.first(ds.test, n).tensors
+    x, y = (t.to(run.dev) for t in test[:2])
+    n_seeds = max(len(ts) for ts in trained.values())
+    per_seed = [{label(k): (ts[i].model, x, y) for k, ts in trained.items() if i < len(ts)} for i in range(n_seeds)]
+    accuracy, floor, record = {}, {}, {}
+    for k, ts in trained.items():
+        lab, e = label(k), zoo.ZOO[zoo_names[k]]
+        accuracy[lab], floor[lab] = [t.value for t in ts], zoo.floor_reason(ts, lab)
+        record[lab] = dict(
+            zoo=zoo_names[k],
+            stands_for=k,
+            data=zoo.DATA_NAMES.get(e.data, e.data),
+            seeds=[t.seed for t in ts],
+            values=[round(t.value, 4) for t in ts],
+            floor=e.floor,
+            metric=e.metric + (" (dry run: 64 test images)" if run.dry_run else ""),
+        )
+    data_name = zoo.DATA_NAMES[zoo.ZOO[CLUTTERED_NAMES[names[0]]].data] if cluttered else DATA_NAMES["zoo"]
+    masks = test[2].float() if cluttered else None  # the canvas's own mask of its one item
+    k_ = int(ds.test.tensors[1].max()) + 1
+    return Setup(
+        _with_seeds(run, n_seeds), per_seed, data_name, accuracy, k_, {label(k): k for k in names}, floor, masks, stand_ins=record
+    )
+
+
+def _shapes_setup(run: Run, names: list, n: int, n_eval: int, cluttered: bool) -> Setup:
+    "Stand-ins trained on single-label `shapes()` per seed (checkpoint-cached), on the first `n` test images, with their accuracy on `n_eval`."
+    from attribkit import data
+    from attribkit.models import evaluate
+
+    per_seed, accuracy, dev = [], {}, run.dev
+    for s in run.seeds:
+        stand_ins, ds = _stand_ins(names, s, dev)
+        x, y = (t.to(dev) for t in data.first(ds.test, n).tensors[:2])
+        per_seed.append({model_label(k, "shapes"): (m, x, y) for k, m in stand_ins.items()})
+    test = torch.utils.data.TensorDataset(*data.first(ds.test, n_eval).tensors[:2])
+    for per in per_seed:
+        for label, (m, _, _) in per.items():
+            accuracy.setdefault(label, []).append(float(evaluate(m, test, topk=(1,), device=dev)["top1"]))
+    k_ = int(ds.test.tensors[1].max()) + 1
+    return Setup(run, per_seed, DATA_NAMES["shapes"], accuracy, k_, {model_label(k, "shapes"): k for k in names})
+
+
+_SETUPS = {"shapes": _shapes_setup, "zoo": _zoo_setup, "torchvision": _torchvision_setup}
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #bd0583d5
 def gxi(model: nn.Module, x: Tensor, t) -> Tensor:
@@ -581,55 +895,50 @@ def control_methods() -> dict:
     }
 
 
-_CONTROLS = ("ReLU(G×I)", "|G×I|", "DGA N=1", "random")
 LRP_RULE = "alpha1beta0"  # the paper cites Bach et al. 2015 without naming a rule; LRP-ε with a tiny ε equals G×I on ReLU
 # nets, which the paper's LRP row is not (VGG-16 LeRF 0.240 against G×I 0.078): we use that
-# paper's αβ rule with α = 1, β = 0 (attribkit.attr.LRP composite 'alpha1beta0')
-VARIANTS = {"LRP": "LRP-α1β0"}  # how a claim names a column whose variant is ours, not the paper's stated one
-_REGISTERED = {  # table column: (registered method, its budget knobs as keyword → budget key[, fixed keywords])
-    "IG_p1": ("ig_p1", {"n_steps": "ig_steps"}),
-    "IG_p2": ("ig_p2", {"n_steps": "ig_steps"}),
-    "GIG_p1": ("gig_p1", {"n_steps": "gig_steps"}),
-    "GIG_p2": ("gig_p2", {"n_steps": "gig_steps"}),
-    "GBP": ("gbp", {}),
-    "IG": ("ig", {"n_steps": "ig_steps"}),
-    "FullGrad": ("fullgrad", {}),
-    "GIG": ("gig", {"n_steps": "gig_steps"}),
-    "DeepLIFT": ("deeplift", {}),
-    "LRP": ("lrp", {}, {"composite": LRP_RULE}),
-    "SmoothGrad": ("smoothgrad", {"n_samples": "sg_samples"}),
-    "RISE": ("rise", {"n_masks": "rise_masks"}),
-    "Grad-CAM": ("gradcam", {}, {"layer": nn.Conv2d}),  # the last Conv2d: the record's layer, not the default
+# paper's αβ rule with α = 1, β = 0 (attribkit.attr.LRP composite 'alpha1beta0'); `VARIANTS` names it so in the claims
+_KNOBS = {  # registered method: (its budget knobs as keyword → budget key, fixed keywords)
+    "ig_p1": ({"n_steps": "ig_steps"}, {}),
+    "ig_p2": ({"n_steps": "ig_steps"}, {}),
+    "gig_p1": ({"n_steps": "gig_steps"}, {}),
+    "gig_p2": ({"n_steps": "gig_steps"}, {}),
+    "gbp": ({}, {}),
+    "ig": ({"n_steps": "ig_steps"}, {}),
+    "fullgrad": ({}, {}),
+    "gig": ({"n_steps": "gig_steps"}, {}),
+    "deeplift": ({}, {}),
+    "lrp": ({}, {"composite": LRP_RULE}),
+    "smoothgrad": ({"n_samples": "sg_samples"}, {}),
+    "rise": ({"n_masks": "rise_masks"}, {}),
+    "gradcam": ({}, {"layer": nn.Conv2d}),  # the last Conv2d: the record's layer, not the default
 }
 
 
 def local_maps(names, budget: dict, seed: int = 0) -> dict:
-    "{name: local attribution (model, x, target) → map} for the table columns and controls `names` (e.g. 'G×I', 'DGA(G×I)', 'DGA', 'DGA_W', 'IG_p2', 'RISE', '|G×I|'), with the path steps and sample counts of `budget` and DGA's N = `budget['n_steps']`; names whose method is not registered here are left out ('random' is added by `compare_methods`)."
+    "{label: local attribution (model, x, target) → map} for the table columns and controls `names` (display labels, `LABELS`: e.g. 'G×I', 'DGA(G×I)', 'DGA', 'DGA_W', 'IG_p2', 'RISE', '|G×I|'), with the path steps and sample counts of `budget` and DGA's N = `budget['n_steps']`; labels whose method is not registered in this install are left out ('random' is added by `compare_methods`)."
     n = budget["n_steps"]
     own = {
-        "G×I": gxi,
-        "DGA(G×I)": _dga(n, local=gxi),
-        "DGA": _dga(n),
-        "DGA_W": _dga(n, masks="wc"),
-        "DGA_E": _dga(n, masks="epc"),
-        **control_methods(),
+        "gxi": gxi,
+        "dga_gxi": _dga(n, local=gxi),
+        "dga": _dga(n),
+        "dga_wc": _dga(n, masks="wc"),
+        "dga_epc": _dga(n, masks="epc"),
+        **{_name(k): f for k, f in control_methods().items()},
     }
     have, out = set(available_methods()), {}
-    for name in names:
+    for label in names:
+        name = LABELS.get(label)
         if name in own:
-            out[name] = own[name]
-        elif name in _REGISTERED:
-            method, knobs, *fixed = _REGISTERED[name]
-            base = method.split("_")[0]
-            kw = (
-                {k: budget[b] for k, b in knobs.items()}
-                | ({"seed": seed} if method == "rise" else {})
-                | (fixed[0] if fixed else {})
-            )
-            if base in have:
-                out[name] = as_local(method, **kw)
-        elif name != "random":
-            raise ValueError(f"`names` must be table columns or controls from {sorted(own) + sorted(_REGISTERED)}, got {name!r}")
+            out[label] = own[name]
+        elif name in _KNOBS:
+            knobs, fixed = _KNOBS[name]
+            kw = {k: budget[b] for k, b in knobs.items()} | ({"seed": seed} if name == "rise" else {}) | fixed
+            if name.split("_")[0] in have:
+                out[label] = as_local(name, **kw)
+        elif label != "random":
+            known = [k for k, v in LABELS.items() if v in own or v in _KNOBS]
+            raise ValueError(f"`names` must be table columns or controls from {known}, got {label!r}")
     return out
 
 
@@ -688,24 +997,6 @@ def _run_methods(s: Setup, methods: dict, failed: dict | None = None, **kwargs) 
     }
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #021fb017
-_LABEL = {"lerf_prob": "LeRF prob", "morf_prob": "MoRF prob", "lerf_logit": "LeRF logit", "morf_logit": "MoRF logit"}
-SCORES = {
-    "lerf_prob": ("LeRF", "probability", 1),
-    "morf_prob": ("MoRF", "probability", -1),
-    "lerf_logit": ("LeRF", "logit", 1),
-    "morf_logit": ("MoRF", "logit", -1),
-}
-PROB = ("lerf_prob", "morf_prob")  # the paper's scores: claims are made on these; the logit twins stay measured cells
-
-
-def _slug(name: str) -> str:
-    "A claim-key part for a method or model name: 'G×I' → 'gxi', '|G×I|' → 'abs-gxi', 'ReLU(G×I)' → 'relu-gxi', 'VGG-16' → 'vgg-16'."
-    s = str(name).strip()
-    if len(s) > 2 and s.startswith("|") and s.endswith("|"):
-        s = "abs-" + s[1:-1]
-    return re.sub(r"[^a-z0-9_.+=-]+", "-", s.lower().replace("×", "x")).strip("-")
-
-
 def _cell(vals: list, native: bool = False) -> dict:
     "{mean, se, n} of one per-image tensor per seed, over the shared unit (`unit_effects`: seeds from three on, else images); `native`: each seed's mean taken in the tensors' own precision (as Figures 1 and 8 take it), not in float64."
     effects, unit = unit_effects(vals, "methods")
@@ -730,85 +1021,41 @@ def _summarise(runs: list, label: str, reference: str = "G×I") -> dict:
     return cells
 
 
-def _versus(
-    runs: list,
-    label: str,
-    paper_name: str,
-    prefix: str,
-    method: str,
-    ref: str,
-    score: str,
-    not_evaluable: str | None = None,
-    paper_claim: str | None = None,
-    role: str = "evidence",
-) -> dict:
-    "The claim that `method` beats `ref` on `score` (LeRF higher, MoRF lower) for one model, from `compare_methods` outputs per seed, serving registry claim `paper_claim` as `role`."
+_NAN = float("nan")
+
+
+def _judge_flip(spec: ClaimSpec, about: dict, runs: list, why: str | None = None) -> dict:
+    "`spec` judged from `compare_methods` outputs per seed: `about['method']` beats `about['reference']` on `about['score']`."
+    m, ref, score = about["method"], about["reference"], about["score"]
     order, what, sign = SCORES[score]
-    effects, unit = unit_effects([sign * (r[method][score] - r[ref][score]) for r in runs], "methods")
-    how = (
-        f"per-seed means of differences paired over {len(runs[0][method][score])} images" if unit == "seeds" else "paired images"
-    )
-    return claim(
-        f"{prefix}/{_slug(method)}-over-{_slug(ref)}/{_slug(paper_name)}/{score}",
-        f"{label}: {VARIANTS.get(method, method)} {order} ({what}) is {'above' if sign > 0 else 'below'} "
-        f"{VARIANTS.get(ref, ref)}'s",
-        effects,
-        units=unit,
-        detail=f"{how}; effect = {'+' if sign > 0 else '−'}({method} − {ref}) AUC",
-        not_evaluable=not_evaluable,
-        paper_claim=paper_claim,
-        role=role,
+    effects, unit = unit_effects([sign * (r[m][score] - r[ref][score]) for r in runs], "methods")
+    how = f"per-seed means of differences paired over {len(runs[0][m][score])} images" if unit == "seeds" else "paired images"
+    return spec.judge(
+        effects, units=unit, detail=f"{how}; effect = {'+' if sign > 0 else '−'}({m} − {ref}) AUC", not_evaluable=why
     )
 
 
-def _flip_claims(s: Setup, results: dict, spec: list, prefix: str) -> tuple[list, dict]:
-    "Claims for every model of `results` and every (method, references, scores, registry claim, role) of `spec` whose maps were run, and {claim key: the comparison it tests}. An evidence comparison against a reference that is neither a control nor random comes with the control 'the reference beats a random map on this score' (once per model, reference and score); where that control fails, the comparison is not evaluable."
+def _flip_claims(s: Setup, results: dict, rows: list, prefix: str, present=None, units: str = "seeds") -> tuple[list, dict]:
+    "The claims of `flip_specs(rows, prefix, …)` for every model of `results`, gated by their controls, and {claim key: the comparison it tests}. A claim whose method the reader removed (not in `present`, the labels asked for; default the maps run) stays, `not evaluable`, naming it; one whose map did not run (not installed, or failed on the model) too."
     claims, comparisons = [], {}
     for label, runs in results.items():
-        ne, name, gates = s.not_evaluable.get(label), s.paper_names.get(label, label), {}
-
-        def add(c, method, ref, score):
+        ran = [m for m in runs[0] if all(m in r for r in runs)]
+        have = [_name(m) for m in (ran if present is None else [*present, "random"])]
+        for spec, about in flip_specs(rows, prefix, label, s.paper_names.get(label, label), units):
+            if spec.missing(have) is not None:
+                c = spec.missing(have)
+            elif about["method"] in ran and about["reference"] in ran:
+                c = _judge_flip(spec, about, runs, s.not_evaluable.get(label))
+            else:
+                gone = [m for m in (about["method"], about["reference"]) if m not in ran]
+                c = spec.judge(effect=_NAN, se=_NAN, n=0, not_evaluable=f"not run: {', '.join(gone)} did not run on {label}")
             claims.append(c)
-            comparisons[c["key"]] = dict(model=label, method=method, reference=ref, score=score)
-
-        for method, refs, scores, pc, role in spec:
-            for ref in refs:
-                for score in scores:
-                    if not all(ref in r and method in r for r in runs):
-                        continue
-                    why = ne
-                    if role == "evidence" and ref not in _CONTROLS and all("random" in r for r in runs):
-                        if (ref, score) not in gates:
-                            gates[ref, score] = _versus(runs, label, name, prefix, ref, "random", score, ne, pc, "control")
-                            add(gates[ref, score], ref, "random", score)
-                        ctrl = gates[ref, score]
-                        if why is None and ctrl["verdict"] == "fails":
-                            why = f"control {ctrl['key']} fails: {ref} is worse than a random map on this score"
-                    add(_versus(runs, label, name, prefix, method, ref, score, why, pc, role), method, ref, score)
-    return claims, comparisons
-
-# %% ../../nbs/papers/02_gradient_aggregation.ipynb #40c5f490
-TABLE1_METHODS = ["G×I", "DGA(G×I)", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
-TABLE2_METHODS = ["G×I", "IG_p1", "IG_p2", "GIG_p1", "GIG_p2", "DGA_W", "DGA_E", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"]
-TABLE3_METHODS = _TABLE3_COLS + ["ReLU(G×I)", "|G×I|", "DGA N=1"]
-# (method, references, scores, registry claim, role); each comparison is made in one notebook only
-TABLE1_CLAIMS = [
-    ("DGA", ("G×I",), PROB, "dga/over-gxi", "evidence"),
-    ("DGA(G×I)", ("G×I",), PROB, "dga/aggregation-gxi", "evidence"),
-    ("DGA", ("|G×I|",), PROB, "dga/over-gxi", "diagnostic"),  # is DGA's gain the ranking by |G×I|?
-    ("DGA(G×I)", ("ReLU(G×I)",), PROB, "dga/aggregation-gxi", "diagnostic"),
-]  # DGA(G×I) at N = 1 is ReLU(G×I)
-TABLE2_CLAIMS = [
-    ("DGA_W", ("DGA_E",), ("lerf_prob",), "dga/masks-flip", "evidence"),  # WC is the better mask for LeRF
-    ("DGA_E", ("DGA_W",), ("morf_prob",), "dga/masks-flip", "evidence"),  # EPC is the better mask for MoRF
-    ("DGA", ("IG_p1", "IG_p2", "GIG_p1", "GIG_p2"), PROB, "dga/not-relu-alone", "evidence"),
-    ("DGA", ("ReLU(G×I)",), PROB, "dga/not-relu-alone", "diagnostic"),
-]  # the ReLU of the local map alone
-TABLE3_CLAIMS = [("DGA", tuple(c for c in _TABLE3_COLS if c not in ("DGA", "G×I")), PROB, "dga/baselines", "evidence")]
+            comparisons[c["key"]] = about
+    return gate(claims), comparisons
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #29254dce
 def _stand_in_accuracy(s: Setup) -> dict:
-    "`Result.stand_ins`: {model label: its mean test accuracy over the seeds (a fraction)}; {} where not measured (paper scale)."
+    "`Result.stand_ins`: {model label: its mean test accuracy over the seeds (a fraction)}; {} where not measured (the torchvision models)."
     return {label: sum(a) / len(a) for label, a in s.accuracy.items() if a}
 
 
@@ -817,37 +1064,49 @@ def _accuracy_cells(s: Setup) -> dict:
     return {f"{label} | test accuracy": mean_se(a) for label, a in s.accuracy.items()}
 
 
-def _auc_rows(s: Setup, measured: dict, table: dict, score: str = "prob") -> tuple[dict, dict]:
-    "({'<model>, <order>': {method: cell}}, the paper's rows) from the flat results cells; the paper reports probabilities only."
+def _n_seeds(s: Setup) -> str:
+    "The number of seeds per model of `s` as text: '3', or '3–5' where the models have different counts (the zoo's)."
+    n = sorted({len(s.seeds_of(label)) for label in s.per_seed[0]})
+    return f"{n[0]}" if len(n) == 1 else f"{n[0]}–{n[-1]}"
+
+
+def _auc_rows(s: Setup, measured: dict, table: dict, cols: list, score: str = "prob") -> tuple[dict, dict]:
+    "({'<model>, <order>': {method: cell}}, the paper's rows) from the flat results cells of `cols`; the paper reports probabilities only."
     rows, paper = {}, {}
     for label in s.per_seed[0]:
         for order in ("LeRF", "MoRF"):
             r = f"{label}, {order} {'↑' if order == 'LeRF' else '↓'}"
-            rows[r] = {
-                k.split(" | ")[1]: v
-                for k, v in measured.items()
-                if k.startswith(f"{label} | ") and k.endswith(f" | {order} {score}") and " − " not in k
-            }
+            cells = {c: f"{label} | {c} | {order} {score}" for c in cols}
+            rows[r] = {c: measured[k] for c, k in cells.items() if k in measured}
             if score == "prob":
                 paper[r] = {k: v for k, v in table.get((s.paper_names[label], order), {}).items() if v is not None}
     return rows, paper
 
 
+FILLS = {  # how `protocol_note` describes each fill of `attribkit.metrics.fill_values`
+    "zero": "0 in normalised space, i.e. mid-grey",
+    "mean": "each image's mean colour, per channel",
+    "blur": "the image Gaussian-blurred (σ = 5 pixels, 11-pixel kernel)",
+}
+
+
 def protocol_note(s: Setup, fill="zero") -> str:
     "Markdown: the pixel-flip choices the paper leaves open, generated from the run's budget (ours, not the paper's)."
+    if fill not in FILLS:
+        raise ValueError(f"`fill` must be one of {list(FILLS)}, got {fill!r}")
     b = s.run.budget
     return (
         f"**Protocol choices the paper leaves open** (ours, not the paper's): ranking by the channel sum of the map, "
         f"ties in a seeded random order; {b['flip_steps']} steps of {100 / b['flip_steps']:g} % of the pixels; removed pixels "
-        f"filled with `{fill}` (" + ("0 in normalised space, i.e. mid-grey" if fill == "zero" else "the per-image mean") + "); "
+        f"filled with `{fill}` ({FILLS[fill]}); "
         "score = trapezoid area under the target's softmax probability (the paper's quantity) and, separately, under its "
         f"logit; target = the true label; DGA with N = {b['n_steps']}; {s.n_images} images per model and seed"
-        + (f" (the paper: all {PAPER_IMAGES:,} ImageNet validation images)." if s.run.scale == "paper" else ".")
+        + (f" (the paper: all {PAPER_IMAGES:,} ImageNet validation images)." if s.kind == "torchvision" else ".")
     )
 
 
-def _rank_cells(results: dict, method: str = "DGA") -> dict:
-    "Results cells '<model> | rank of `method` | <order> <score>': its rank among all maps run (by the mean over seeds), and the best map."
+def _ranks(results: dict, method: str = "DGA") -> dict:
+    "{model: {'<order> <score>': the rank of `method` among all maps run (by the mean over seeds), and the best map}}."
     out = {}
     for label, runs in results.items():
 
@@ -856,34 +1115,21 @@ def _rank_cells(results: dict, method: str = "DGA") -> dict:
 
         for key, (order, score, sign) in SCORES.items():
             ranked = sorted((m for m in runs[0] if all(m in r for r in runs)), key=lambda m: -sign * seed_mean(m, key))
-            out[f"{label} | rank of {method} | {order} {score}"] = (
-                f"{ranked.index(method) + 1} of {len(ranked)} (best: {ranked[0]})"
-            )
+            out.setdefault(label, {})[f"{order} {score}"] = f"{ranked.index(method) + 1} of {len(ranked)} (best: {ranked[0]})"
     return out
 
 
 def _rank_table(ranks: dict, method: str = "DGA") -> str:
     from attribkit.results import paper_table
 
-    rows = {}
-    for k, v in ranks.items():
-        label, _, col = k.split(" | ")
-        rows.setdefault(label, {})[col] = v
     return paper_table(
-        rows, title=f"{method}'s rank among all maps run (1 = best; by the mean over seeds, controls included)", corner="model"
+        ranks, title=f"{method}'s rank among all maps run (1 = best; by the mean over seeds, controls included)", corner="model"
     )
 
 
-def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str, fill="zero", rank: str | None = None) -> Result:
-    "The pixel-flip comparison of `methods` (names, see `local_maps`) on every model and seed of `s`, with the claims of `spec` (keys `<key>/…`), in the shape of the paper's `table`; `rank`: also rank that method among all maps run."
-    from attribkit.results import paper_table
-
-    b = s.run.budget
-    maps = local_maps(methods, b, s.run.seed)
-    failed = {}
-    results = _run_methods(s, maps, failed, steps=b["flip_steps"], fill=fill, chunk=b["chunk"])
+def _flip_measured(s: Setup, results: dict, methods, maps: dict, cols: list, failed: dict) -> dict:
+    "The results cells of a flip table: test accuracies, AUCs and paired differences to G×I, n/a for columns not run, failures."
     measured = _accuracy_cells(s)
-    cols = list(dict.fromkeys([c for row in table.values() for c in row] + list(maps) + ["random"]))
     for label, runs in results.items():
         measured.update(_summarise(runs, label))
         for c in cols:
@@ -892,26 +1138,43 @@ def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str,
                 measured[f"{label} | {c} | LeRF prob"] = measured[f"{label} | {c} | MoRF prob"] = f"n/a ({why})"
         for c, err in failed.get(label, {}).items():
             measured[f"{label} | {c} | LeRF prob"] = f"failed: {err.split(':')[0]}"
-    claims, comparisons = _flip_claims(s, results, spec, key)
-    tables = [
+    return measured
+
+
+def _flip_tables(s: Setup, measured: dict, table: dict, cols: list, maps: dict, title: str) -> list[str]:
+    "The paper-shaped tables of the probability (with the paper's values) and of the logit AUCs."
+    from attribkit.results import paper_table
+
+    return [
         paper_table(
-            *_auc_rows(s, measured, table, sc),
+            *_auc_rows(s, measured, table, cols, sc),
             cols=cols,
             decimals=3,
             corner="model, order",
             title=f"{title}: pixel-flip AUC of the target's {'softmax probability' if sc == 'prob' else 'logit'}"
             + (" (paper's value in brackets)" if sc == "prob" else " (the paper reports none)")
-            + "".join(f"; {c} is {v} (the paper does not name its rule)" for c, v in VARIANTS.items() if c in maps),
+            + "".join(f"; {c} is {VARIANTS[_name(c)]} (the paper does not name its rule)" for c in maps if _name(c) in VARIANTS),
         )
         for sc in ("prob", "logit")
     ]
+
+
+def flip_table(s: Setup, methods, table: dict, rows: list, key: str, title: str, fill="zero", rank: str | None = None) -> Result:
+    "The pixel-flip comparison of `methods` (display labels, see `local_maps`) on every model and seed of `s`, with the claims of the table `rows` (keys `<key>/…`; those of a removed method stay, not evaluable), in the shape of the paper's `table`; `rank`: also rank that method among all maps run; `raw`: the AUCs per model and seed."
+    b, failed = s.run.budget, {}
+    maps = local_maps(methods, b, s.run.seed)
+    results = _run_methods(s, maps, failed, steps=b["flip_steps"], fill=fill, chunk=b["chunk"])
+    cols = list(dict.fromkeys([c for row in table.values() for c in row] + list(maps) + ["random"]))
+    measured = _flip_measured(s, results, methods, maps, cols, failed)
+    tables = _flip_tables(s, measured, table, cols, maps, title)
     if rank:
-        ranks = _rank_cells(results, rank)
-        measured.update(ranks)
+        ranks = _ranks(results, rank)
+        measured.update({f"{label} | rank of {rank} | {k}": v for label, r in ranks.items() for k, v in r.items()})
         tables.append(_rank_table(ranks, rank))
-    paper = {f"{model_label(m, s.run.scale)} | {meth} | {o} prob": v for (m, o), row in table.items() for meth, v in row.items()}
+    paper = {f"{model_label(m, s.kind)} | {meth} | {o} prob": v for (m, o), row in table.items() for meth, v in row.items()}
     fewest = min(len(s.seeds_of(label)) for label in s.per_seed[0])
     unit = unit_effects([torch.zeros(1)] * fewest, "methods")[1]  # the unit of this run's claims (the shared rule)
+    claims, comparisons = _flip_claims(s, results, rows, key, list(methods), unit)
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
@@ -927,69 +1190,19 @@ def flip_table(s: Setup, methods, table: dict, spec: list, key: str, title: str,
         unit=unit,
         comparisons=comparisons,
         protocol=protocol_note(s, fill),
-        models={model_label(k, s.run.scale): v for k, v in STAND_INS.items()} if s.run.scale != "paper" else "torchvision",
+        models={model_label(k, s.kind): v for k, v in STAND_INS.items()} if s.kind != "torchvision" else "torchvision",
     )
-    res = Result(
-        s.run, tables=tables, measured=measured, paper=paper, claims=claims, extra=extra, stand_ins=_stand_in_accuracy(s)
-    )
+    raw = dict(results=results, labels=list(s.per_seed[0]), paper_names=s.paper_names, n_seeds=_n_seeds(s))
+    res = Result(s.run, tables, measured, paper, claims, extra=extra, stand_ins=_stand_in_accuracy(s), raw=raw)
     diagnose(res, RULES)
     return res
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #8cccf6a6
-def _auc(res: Result, label: str, m: str, score: str) -> float | None:
-    cell = res.measured.get(f"{label} | {m} | {_LABEL[score]}")
-    return cell["mean"] if isinstance(cell, dict) else None
-
-
-def _flip_rule(res: Result, c: dict) -> str:
-    "Why 'method beats reference on a score' does not hold, read from the measured AUCs of the model: the method's and the controls' mean differences to the reference."
-    cmp = res.extra["comparisons"][c["key"]]
-    label, method, ref, score = cmp["model"], cmp["method"], cmp["reference"], cmp["score"]
-    order, what, sign = SCORES[score]
-    base = _auc(res, label, ref, score)
-    d = {
-        m: _auc(res, label, m, score) - base for m in (method,) + _CONTROLS if m != ref and _auc(res, label, m, score) is not None
-    }
-    text = (
-        f"{order} {what} AUC minus {ref}'s (mean over {res.extra['unit']}): "
-        + ", ".join(f"{m} {v:+.3f}" for m, v in d.items())
-        + f" ({'higher' if sign > 0 else 'lower'} is better)."
-    )
-    better = [m for m in d if m != method and sign * d[m] >= sign * d[method]]
-    if better:
-        text += f" {', '.join(better)} score at least as well as {method}: its ranking adds nothing over these controls here."
-    if ref not in _CONTROLS and "ReLU(G×I)" in d and sign * d[method] < 0 and sign * d["ReLU(G×I)"] < 0:
-        text += (
-            f" ReLU(G×I) is also worse than {ref} here ({d['ReLU(G×I)']:+.3f}): clamping a map at zero, as DGA does "
-            "at every step, discards the negative evidence and leaves the zero pixels in random order."
-        )
-    rnd = _auc(res, label, "random", score)
-    if ref in _CONTROLS:
-        text += f" The reference is itself a control ({ref})."
-    elif rnd is not None and sign * (base - rnd) < 0:
-        text += f" {ref} itself is worse than a random map on this score."
-    return text
-
-
-RULES = {
-    "table1": _flip_rule,
-    "table2": _flip_rule,
-    "table3": _flip_rule,
-    "fig9": _flip_rule,
-}  # key prefix → rule; the figures add theirs
-
-
-def _n_seeds(s: Setup) -> str:
-    "The number of seeds per model of `s` as text: '3', or '3–5' where the models have different counts (the zoo's)."
-    n = sorted({len(s.seeds_of(label)) for label in s.per_seed[0]})
-    return f"{n[0]}" if len(n) == 1 else f"{n[0]}–{n[-1]}"
-
-
-def flip_figure(s: Setup, res: Result, table: dict, title: str):
+def flip_figure(res: Result, table: dict, title: str) -> Figure:
     "One panel per score (LeRF ↑ / MoRF ↓, probability and logit): our mean AUC per method and model with SE bars, the paper's value as a black tick (probability panels; the paper's own models). 2 × 2 panels, or 4 × 1 for many bars; at most 14 in wide."
     import matplotlib.pyplot as plt
 
-    labels = list(s.per_seed[0])
+    labels, paper_names = res.raw["labels"], res.raw["paper_names"]
     names = [m for m in res.extra["methods"] if all(_auc(res, label, m, "lerf_prob") is not None for label in labels)]
     tall = len(names) * len(labels) > 24  # many bars: one full-width panel per score
     if tall:
@@ -1005,7 +1218,7 @@ def flip_figure(s: Setup, res: Result, table: dict, title: str):
             xs_ = [j + w * (i - (len(labels) - 1) / 2) for j in range(len(names))]
             ax.bar(xs_, [c["mean"] for c in cells], w, yerr=[c["se"] for c in cells], label=label, capsize=2)
             if score == "probability":
-                row = table.get((s.paper_names[label], order), {})
+                row = table.get((paper_names[label], order), {})
                 px = [(x_, row[m]) for x_, m in zip(xs_, names) if row.get(m) is not None]
                 if px:
                     ax.scatter(*zip(*px), marker="_", s=160, c="k", zorder=3, label="paper (ImageNet)" if i == 0 else None)
@@ -1020,49 +1233,47 @@ def flip_figure(s: Setup, res: Result, table: dict, title: str):
             handles.setdefault(l, h)
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=len(handles), fontsize=7, frameon=False)
     fig.suptitle(
-        f"{title} ({s.run.scale}, {s.data}): mean ± SE over "
-        + (f"{_n_seeds(s)} seeds" if res.extra["unit"] == "seeds" else f"{s.n_images} images, {_n_seeds(s)} seed(s)")
+        f"{title} ({res.run.scale}, {res.extra['data']}): mean ± SE over "
+        + (
+            f"{res.raw['n_seeds']} seeds"
+            if res.extra["unit"] == "seeds"
+            else f"{res.extra['n_images']} images, {res.raw['n_seeds']} seed(s)"
+        )
     )
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #386f5d6f
-@dataclass(repr=False)
-class StepResult(Result):
-    "A `Result` that also keeps the raw per-image measurements its figure draws (`raw`: tensors, not saved)."
-
-    raw: dict = field(default_factory=dict)
-
-
-def _unnormalise(s: Setup):
-    "The function x ↦ the image in [0, 1] (on the CPU) for the data of `s`."
+def _unnormalise(kind: str):
+    "The function x ↦ the image in [0, 1] (on the CPU) for the data of the budget's `stand_ins` `kind`."
     from attribkit import data
 
-    if s.run.scale == "smoke":
-        stats = (_smoke_data().mean, _smoke_data().std)
-    else:
-        stats = data.FASHION_MNIST_STATS if s.run.scale == "cpu" else data.IMAGENET_STATS
+    stats = {
+        "shapes": lambda: (_smoke_data().mean, _smoke_data().std),
+        "zoo": lambda: data.FASHION_MNIST_STATS,
+        "torchvision": lambda: data.IMAGENET_STATS,
+    }[_kind(kind)]()
     mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in stats)
     return lambda x: x.cpu() * std + mean
 
 
 def _object_masks(s: Setup, x: Tensor, y: Tensor, threshold: float = 0.1) -> Tensor:
-    "(n, H, W) target-object masks: the shape's mask (smoke), the item's silhouette (cpu: the canvas's own mask when cluttered, else the pixels above `threshold`), the centred half-side square (paper)."
+    "(n, H, W) target-object masks: the masks that come with the images (the zoo's canvases), else the shape's mask (shapes), the item's silhouette, the pixels above `threshold` (the zoo's single items), the centred half-side square (ImageNet)."
     if s.masks is not None:
         return s.masks[: len(y)]
-    if s.run.scale == "smoke":
+    if s.kind == "shapes":
         return _smoke_data().test.tensors[2][: len(y)][torch.arange(len(y)), y.cpu()].float()
-    if s.run.scale == "cpu":
-        return (_unnormalise(s)(x).amax(1) > threshold).float()
+    if s.kind == "zoo":
+        return (_unnormalise(s.kind)(x).amax(1) > threshold).float()
     h, w = x.shape[-2:]
     m = torch.zeros(len(x), h, w)
     m[:, h // 4 : h - h // 4, w // 4 : w - w // 4] = 1
     return m
 
 
-def _class_name(s: Setup, y: int) -> str:
+def _class_name(kind: str, y: int) -> str:
     from attribkit import data
 
-    names = {"smoke": data.SHAPE_NAMES, "cpu": data.FASHION_MNIST_CLASSES}.get(s.run.scale)
+    names = {"shapes": data.SHAPE_NAMES, "zoo": data.FASHION_MNIST_CLASSES}.get(kind)
     return names[int(y)] if names else f"class {int(y)}"
 
 
@@ -1071,10 +1282,10 @@ def _object_note(s: Setup, threshold: float = 0.1) -> str:
     if s.masks is not None:
         return "the item's silhouette on the canvas (the data's own mask; the distractors lie behind the item)"
     return {
-        "smoke": "target shape mask",
-        "cpu": f"item silhouette (pixel > {threshold})",
-        "paper": "centred square of half the image side (ImageNet val has no masks)",
-    }[s.run.scale]
+        "shapes": "target shape mask",
+        "zoo": f"item silhouette (pixel > {threshold})",
+        "torchvision": "centred square of half the image side (ImageNet val has no masks)",
+    }[s.kind]
 
 
 def _show_image(ax, img: Tensor):
@@ -1082,39 +1293,24 @@ def _show_image(ax, img: Tensor):
     ax.imshow(img.squeeze(-1) if img.shape[-1] == 1 else img, cmap="gray", vmin=0, vmax=1)
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #596c79e9
-FIG1_MAPS = ["UFG", "WC only", "EPC only", "DGA", "ReLU(G×I)", "|G×I|", "input intensity", "random"]
-_FIG1_CLAIMS = [
-    ("DGA", "UFG", "evidence"),
-    ("WC only", "UFG", "evidence"),
-    ("EPC only", "UFG", "evidence"),  # the masks' effect
-    ("UFG", "random", "control"),  # the map the masks are judged against finds the object better than chance
-    ("DGA", "ReLU(G×I)", "diagnostic"),
-    ("DGA", "|G×I|", "diagnostic"),
-]
-# no claim against "input intensity" on single items: the object is where the input is bright (pixel > threshold), so that
-# map finds it by construction; its share stays a measured cell. On canvases (`Setup.masks`) the distractors and the
-# background have the items' intensities, so the intensity map is a fair baseline there: a diagnostic
-_FIG1_CLUTTERED = [("DGA", "input intensity", "diagnostic")]
-_AREA = "object area (chance)"
-
-
-def _fig1_maps(s: Setup, names, n_steps: int) -> dict:
+def _fig1_maps(kind: str, names, n_steps: int) -> dict:
+    "{label: map} of Figure 1 for the display labels `names` (DGA's N = `n_steps`; the input intensity of the data of `kind`)."
     from attribkit.attr.cam import UniformFullGrad
 
-    raw = _unnormalise(s)
+    raw = _unnormalise(kind)
     maps = {
-        "UFG": lambda m, x, t: UniformFullGrad(m).attribute(x, t),
-        "WC only": _dga(n_steps, masks="wc"),
-        "EPC only": _dga(n_steps, masks="epc"),
-        "DGA": _dga(n_steps),
-        **control_methods(),
-        "input intensity": lambda m, x, t: raw(x),
+        "ufg": lambda m, x, t: UniformFullGrad(m).attribute(x, t),
+        "dga_wc": _dga(n_steps, masks="wc"),
+        "dga_epc": _dga(n_steps, masks="epc"),
+        "dga": _dga(n_steps),
+        **{_name(k): f for k, f in control_methods().items()},
+        "intensity": lambda m, x, t: raw(x),
         "random": lambda m, x, t: attribute(m, x, t, method="random", seed=int(torch.randint(1 << 30, ()))),
     }
-    unknown = [k for k in names if k not in maps]
+    unknown = [k for k in names if LABELS.get(k) not in maps]
     if unknown:
-        raise ValueError(f"`maps` must be names from {list(maps)}, got {unknown}")
-    return {k: maps[k] for k in names}
+        raise ValueError(f"`maps` must be names from {FIG1_MAPS}, got {unknown}")
+    return {k: maps[LABELS[k]] for k in names}
 
 
 def _share(a: Tensor, obj: Tensor) -> Tensor:
@@ -1122,11 +1318,9 @@ def _share(a: Tensor, obj: Tensor) -> Tensor:
     return (p * obj).sum((1, 2)) / p.sum((1, 2)).clamp_min(1e-12)
 
 
-def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResult:
-    "Figure 1's experiment: for each model, seed and map of `maps` the share of its positive mass on the target object (pixels of the object: `threshold`), the claims of `_FIG1_CLAIMS` among the maps run; `raw`: the first seed's maps and the per-image shares."
-    from attribkit.results import paper_table
-
-    methods, first, shares = _fig1_maps(s, maps, s.run.budget["n_steps"]), {}, {}
+def _measure_shares(s: Setup, methods: dict, threshold: float) -> tuple[dict, dict]:
+    "({model: {map: [per-image object share per seed]}} with the object's area, {model: {map: the first seed's maps}})."
+    first, shares = {}, {}
     for seed, per in zip(s.seeds, s.per_seed):
         for label, (model, x, y) in per.items():
             x, y = _on_model(model, x, y)
@@ -1134,37 +1328,46 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
             obj = _object_masks(s, x, y, threshold)
             a = {k: f(model, x, y).detach().cpu() for k, f in methods.items()}
             if seed == s.seeds[0]:
-                first[label] = a
+                first[label] = dict(a, images=(x.cpu(), y.cpu()))
             for k, v in a.items():
                 shares.setdefault(label, {}).setdefault(k, []).append(_share(v, obj))
             shares[label].setdefault(_AREA, []).append(obj.mean((1, 2)))
-    measured, claims, comparisons = _accuracy_cells(s), [], {}
+    return shares, first
+
+
+def _share_claims(s: Setup, shares: dict, maps) -> tuple[list, dict]:
+    "Figure 1's claims per model (those of a removed map stay, not evaluable) and {claim key: what it compares}."
+    claims, comparisons = [], {}
+    rows = _FIG1_CLAIMS + (_FIG1_CLUTTERED if s.masks is not None else [])
+    unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]
+    for label, sh in shares.items():
+        for spec, about in fig1_specs(rows, label, s.paper_names.get(label, label), unit):
+            k, ref = about["method"], about["reference"]
+            if spec.missing([_name(m) for m in maps]) is not None:
+                c = spec.missing([_name(m) for m in maps])
+            else:
+                effects, unit_ = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
+                detail = "effect = difference of object shares"
+                c = spec.judge(effects, units=unit_, detail=detail, not_evaluable=s.not_evaluable.get(label))
+            claims.append(c)
+            comparisons[c["key"]] = about
+    return gate(claims), comparisons
+
+
+def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> Result:
+    "Figure 1's experiment: for each model, seed and map of `maps` the share of its positive mass on the target object (pixels of the object: `threshold`), the claims of `_FIG1_CLAIMS` (those of a removed map stay, not evaluable); `raw`: the first seed's maps and images, the per-image shares."
+    from attribkit.results import paper_table
+
+    methods = _fig1_maps(s.kind, maps, s.run.budget["n_steps"])
+    shares, first = _measure_shares(s, methods, threshold)
+    measured = _accuracy_cells(s)
     for label, sh in shares.items():
         for k, v in sh.items():
             measured[f"{label} | {k} | positive mass on object"] = _cell(v, native=True)
-        for k, ref, role in _FIG1_CLAIMS + (_FIG1_CLUTTERED if s.masks is not None else []):
-            if k not in sh or ref not in sh:
-                continue
-            effects, unit = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
-            c = claim(
-                f"fig1/{_slug(k)}-over-{_slug(ref)}/{_slug(s.paper_names.get(label, label))}",
-                f"{label}: {k} puts more positive mass on the object than {ref}",
-                effects,
-                units=unit,
-                detail="effect = difference of object shares",
-                not_evaluable=s.not_evaluable.get(label),
-                paper_claim="dga/masks-object",
-                role=role,
-            )
-            claims.append(c)
-            comparisons[c["key"]] = dict(model=label, method=k, reference=ref)
+    claims, comparisons = _share_claims(s, shares, maps)
     rows = {label: {k: _cell(v, native=True) for k, v in sh.items()} for label, sh in shares.items()}
-    table = paper_table(
-        rows,
-        decimals=3,
-        corner="model",
-        title="Share of the positive attribution on the target object ↑ (the paper gives no numbers; ours ± SE)",
-    )
+    title = "Share of the positive attribution on the target object ↑ (the paper gives no numbers; ours ± SE)"
+    table = paper_table(rows, decimals=3, corner="model", title=title)
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
@@ -1175,48 +1378,27 @@ def object_shares(s: Setup, maps=FIG1_MAPS, threshold: float = 0.1) -> StepResul
         maps=list(methods),
         comparisons=comparisons,
     )
-    res = StepResult(
-        s.run,
-        tables=[table],
-        measured=measured,
-        claims=claims,
-        extra=extra,
-        raw=dict(maps=first, shares=shares),
-        stand_ins=_stand_in_accuracy(s),
-    )
+    raw = dict(maps=first, shares=shares)
+    res = Result(s.run, [table], measured, claims=claims, extra=extra, raw=raw, stand_ins=_stand_in_accuracy(s))
     diagnose(res, RULES)
     return res
 
 
-def _object_rule(res: Result, c: dict) -> str:
-    "A Figure 1 claim that does not hold: every object share measured on its model, and whether the input intensity alone already lies on the object."
-    label, ref = res.extra["comparisons"][c["key"]]["model"], res.extra["comparisons"][c["key"]]["reference"]
-    share = {k: res.measured[f"{label} | {k} | positive mass on object"]["mean"] for k in res.extra["maps"] + [_AREA]}
-    text = "object shares " + ", ".join(f"{k} {v:.3f}" for k, v in share.items())
-    if ref == "input intensity" and share[ref] >= 0.9:
-        text += (
-            f" — the input intensity itself puts {share[ref]:.3f} of its mass on the object: the object is where the input "
-            "is bright, so this trivial map finds it by construction."
-        )
-    return text + ("" if text.endswith(".") else ".")
-
-
-RULES["fig1"] = _object_rule
-
-
-def fig1_figures(s: Setup, res: StepResult, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G×I|")) -> list:
+def fig1_figures(res: Result, n_show: int = 4, show=("UFG", "WC only", "EPC only", "DGA", "|G×I|")) -> list[Figure]:
     "The gallery, one figure per model (galleries split rather than tall): `n_show` images (true label) and their maps (blue negative, red positive), titled with each map's object share."
     import matplotlib.pyplot as plt
 
-    raw, k, figs = _unnormalise(s), min(n_show, s.n_images), []
-    show = [m for m in show if m in res.raw["shares"][next(iter(s.per_seed[0]))]]
-    for label, (model, x, y) in s.per_seed[0].items():
+    kind = res.run.budget["stand_ins"]
+    raw, k, figs = _unnormalise(kind), min(n_show, res.extra["n_images"]), []
+    show = [m for m in show if m in res.raw["shares"][next(iter(res.raw["shares"]))]]
+    for label, first in res.raw["maps"].items():
+        x, y = first["images"]
         fig, axes = plt.subplots(k, len(show) + 1, figsize=(2.1 * (len(show) + 1), 2.2 * k), squeeze=False)
         for j in range(k):
             _show_image(axes[j, 0], raw(x[j : j + 1])[0])
-            axes[j, 0].set_title(f"true: {_class_name(s, y[j])}", fontsize=7)
+            axes[j, 0].set_title(f"true: {_class_name(kind, y[j])}", fontsize=7)
             for c, mname in enumerate(show):
-                h = res.raw["maps"][label][mname][j].sum(0)
+                h = first[mname][j].sum(0)
                 lim = float(h.abs().max()) or 1.0
                 axes[j, c + 1].imshow(h, cmap="bwr", vmin=-lim, vmax=lim)
                 axes[j, c + 1].set_title(f"{mname}: {float(res.raw['shares'][label][mname][0][j]):.2f} on object", fontsize=7)
@@ -1224,7 +1406,7 @@ def fig1_figures(s: Setup, res: StepResult, n_show: int = 4, show=("UFG", "WC on
             ax.set_xticks([])
             ax.set_yticks([])
         fig.suptitle(
-            f"Figure 1, {label}: {' / '.join(show)}\n({s.run.scale}, {s.data}, seed {s.seeds[0]}); "
+            f"Figure 1, {label}: {' / '.join(show)}\n({res.run.scale}, {res.extra['data']}, seed {res.run.seed}); "
             "share of positive mass on the object ↑",
             fontsize=9,
         )
@@ -1241,87 +1423,67 @@ def _log_ratio(path: list, x: Tensor, obj: Tensor) -> Tensor:
     return (inside.clamp_min(1e-8) / outside.clamp_min(1e-8)).log()
 
 
-_RATIO = "log(mask on / off object), second half"
-
-
-def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
-    "Figure 8's experiment on the one model of `s`: DGA's sequence x_n and the same sequence driven by a random and by an intensity local attribution, the log ratio of the mask on / off the object (second half), p(target) along the path; `raw`: the first seed's path, the probabilities."
+def _measure_path(s: Setup, label: str, threshold: float) -> dict:
+    "Per seed of the one model `label`: the second-half log ratio of each sequence, |UFG|'s share and the object's area at step 0, p(target) along DGA's path, the background's value; the first seed's path."
     from attribkit.attr.cam import UniformFullGrad
-    from attribkit.results import paper_table
 
-    raw, n_steps = _unnormalise(s), s.run.budget["n_steps"]
+    raw, n_steps = _unnormalise(s.kind), s.run.budget["n_steps"]
     seqs = {
         "DGA (UFG)": None,
         "random local": lambda m, x, t: torch.randn_like(x),  # a fresh field at every step
         "intensity local": lambda m, x, t: raw(x).to(x),
     }  # the brightness of the current input
-    (label,) = s.per_seed[0]
-    late, probs, first, phi_share, area, background = {k: [] for k in seqs}, [], {}, [], [], []
+    out = dict(late={k: [] for k in seqs}, probs=[], first={}, phi_share=[], area=[], background=[])
     for seed, per in zip(s.seeds, s.per_seed):
         model, x, y = per[label]
         x, y = _on_model(model, x, y)
         obj = _object_masks(s, x, y, threshold)
-        background.append(float((x.cpu().mean(1) * (1 - obj)).sum() / (1 - obj).sum().clamp_min(1)))
+        out["background"].append(float((x.cpu().mean(1) * (1 - obj)).sum() / (1 - obj).sum().clamp_min(1)))
         for k, local in seqs.items():
             torch.manual_seed(seed)
             d = DGA(model, n_steps=n_steps) if local is None else DGA(model, local=local, n_steps=n_steps)
             attr, path = d.attribute(x, y, return_path=True)  # path: (N, n, C, H, W)
             lr = _log_ratio(path, x, obj)
-            late[k].append(lr[n_steps // 2 :].mean(0))
+            out["late"][k].append(lr[n_steps // 2 :].mean(0))
             if local is None:
                 phi = UniformFullGrad(model).attribute(x, y).detach().abs().sum(1).cpu()
-                phi_share.append((phi * obj).sum((1, 2)) / phi.sum((1, 2)).clamp_min(1e-12))
-                area.append(obj.mean((1, 2)))
+                out["phi_share"].append((phi * obj).sum((1, 2)) / phi.sum((1, 2)).clamp_min(1e-12))
+                out["area"].append(obj.mean((1, 2)))
                 with torch.no_grad():
-                    probs.append(torch.stack([model(p).softmax(1)[torch.arange(len(y)), y] for p in path]).cpu())
+                    out["probs"].append(torch.stack([model(p).softmax(1)[torch.arange(len(y)), y] for p in path]).cpu())
                 if seed == s.seeds[0]:
-                    first = dict(attr=attr.cpu(), path=path.cpu(), x=x.cpu(), y=y.cpu(), lr=lr)
+                    out["first"] = dict(attr=attr.cpu(), path=path.cpu(), x=x.cpu(), y=y.cpu(), lr=lr)
+    return out
+
+
+def _path_claims(s: Setup, label: str, late: dict) -> list:
+    "Figure 8's diagnostics of model `label` from the second-half log ratios per seed."
+    per_seed = [late["DGA (UFG)"], [a - b for a, b in zip(late["DGA (UFG)"], late["random local"])]]
+    details = ["effect = log(mean mask on object / off object), steps N/2..N−1", ""]
+    claims = []
+    for spec, v, detail in zip(fig8_specs(label, s.paper_names.get(label, label)), per_seed, details):
+        e, unit = unit_effects(v, "methods")
+        claims.append(spec.judge(e, units=unit, detail=detail, not_evaluable=s.not_evaluable.get(label)))
+    return claims
+
+
+def path_concentration(s: Setup, threshold: float = 0.1) -> Result:
+    "Figure 8's experiment on the one model of `s`: DGA's sequence x_n and the same sequence driven by a random and by an intensity local attribution, the log ratio of the mask on / off the object (second half), p(target) along the path; `raw`: the first seed's path, the probabilities."
+    from attribkit.results import paper_table
+
+    (label,) = s.per_seed[0]
+    m, n_steps = _measure_path(s, label, threshold), s.run.budget["n_steps"]
     measured = _accuracy_cells(s)
-    for k, v in (("|UFG| share on the object at step 0", phi_share), ("object area share", area)):
+    for k, v in (("|UFG| share on the object at step 0", m["phi_share"]), ("object area share", m["area"])):
         measured[f"{label} | {k}"] = _cell(v, native=True)
-    P = torch.stack([p.mean(1) for p in probs])  # (seeds, N)
+    P = torch.stack([p.mean(1) for p in m["probs"]])  # (seeds, N)
     for n in range(0, n_steps, 5):
         measured[f"{label} | step {n} | target prob"] = mean_se(P[:, n]) if len(P) > 1 else float(P[0, n])
-    for k, v in late.items():
+    for k, v in m["late"].items():
         measured[f"{label} | {k} | {_RATIO}"] = _cell(v, native=True)
-    ne, model_key = s.not_evaluable.get(label), _slug(s.paper_names.get(label, label))
-    effects = [
-        (
-            "fig8/dga-keeps-object",
-            "keeps more of the object than of the background (log ratio > 0)",
-            late["DGA (UFG)"],
-            "effect = log(mean mask on object / off object), steps N/2..N−1",
-        )
-    ]
-    effects.append(
-        (
-            "fig8/dga-over-random-local",
-            "concentrates on the object more than a random-local sequence",
-            [a - b for a, b in zip(late["DGA (UFG)"], late["random local"])],
-            "",
-        )
-    )
-    # no claim against the intensity-local sequence: it keeps the bright pixels, i.e. the object, by construction
-    claims = []
-    for key, text, per_seed, detail in effects:
-        e, unit = unit_effects(per_seed, "methods")
-        claims.append(
-            claim(
-                f"{key}/{model_key}",
-                f"{label}: the DGA sequence {text}",
-                e,
-                units=unit,
-                detail=detail,
-                not_evaluable=ne,
-                paper_claim="dga/masks-object",
-                role="diagnostic",
-            )
-        )  # why the masks do or do not find the object
+    title = "log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)"
     table = paper_table(
-        {label: {k: _cell(v, native=True) for k, v in late.items()}},
-        decimals=3,
-        corner="model",
-        title="log(mask on object / off object) over the second half of the sequence ↑ (the paper gives no numbers)",
+        {label: {k: _cell(v, native=True) for k, v in m["late"].items()}}, decimals=3, corner="model", title=title
     )
     extra = dict(
         data=s.data,
@@ -1331,60 +1493,31 @@ def path_concentration(s: Setup, threshold: float = 0.1) -> StepResult:
         n_steps=n_steps,
         object=_object_note(s, threshold),
         model=label,
-        background=sum(background) / len(background),
+        background=sum(m["background"]) / len(m["background"]),
         note="the IG path images are α·x in normalised space, shown un-normalised",
     )
-    res = StepResult(
-        s.run,
-        tables=[table],
-        measured=measured,
-        claims=claims,
-        extra=extra,
-        raw=dict(first=first, probs=probs),
-        stand_ins=_stand_in_accuracy(s),
+    raw = dict(first=m["first"], probs=m["probs"])
+    res = Result(
+        s.run, [table], measured, claims=_path_claims(s, label, m["late"]), extra=extra, raw=raw, stand_ins=_stand_in_accuracy(s)
     )
     diagnose(res, RULES)
     return res
 
 
-def _path_rule(res: Result, c: dict) -> str:
-    "A Figure 8 claim that does not hold: the second-half log ratios of the three sequences, where |UFG| lies at step 0, and the background's value in normalised space."
-    label, m = res.extra["model"], res.measured
-    lr = {k: m[f"{label} | {k} | {_RATIO}"]["mean"] for k in ("DGA (UFG)", "random local", "intensity local")}
-    ps, ar = m[f"{label} | |UFG| share on the object at step 0"]["mean"], m[f"{label} | object area share"]["mean"]
-    text = (
-        f"second-half log ratios — DGA {lr['DGA (UFG)']:+.3f}, random local {lr['random local']:+.3f}, intensity local "
-        f"{lr['intensity local']:+.3f}. At step 0, {ps:.2f} of the |UFG| mass lies on the object, whose area share is {ar:.2f}; "
-        "the WC mask keeps the elements of largest |φ|, so the sequence keeps "
-        + ("the object" if ps > ar else "the background")
-        + "."
-    )
-    if lr["intensity local"] > lr["DGA (UFG)"]:
-        text += " The intensity-driven sequence keeps the object better: the object is where the input is bright, so it finds it by construction."
-    if abs(res.extra["background"]) > 0.1:
-        text += (
-            f" The background is {res.extra['background']:+.2f} in normalised space, not 0, so x⊙∇f is not zero there and the "
-            "model's evidence includes the background around the object."
-        )
-    return text
-
-
-RULES["fig8"] = _path_rule
-
-
-def fig8_figures(s: Setup, res: StepResult, n_show: int = 4, per_figure: int = 2) -> list:
+def fig8_figures(res: Result, n_show: int = 4, per_figure: int = 2) -> list[Figure]:
     "Per image (true label): DGA's masked inputs x_n beside IG's α·x at the same positions, the DGA map, and p(target) along the DGA path; `per_figure` images a figure (galleries split rather than tall)."
-    k = min(n_show, s.n_images)
+    k = min(n_show, res.extra["n_images"])
     return [
-        _fig8_part(s, res, range(i, min(k, i + per_figure)), (i // per_figure + 1, -(-k // per_figure)))
+        _fig8_part(res, range(i, min(k, i + per_figure)), (i // per_figure + 1, -(-k // per_figure)))
         for i in range(0, k, per_figure)
     ]
 
 
-def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
+def _fig8_part(res: Result, images: range, part: tuple) -> Figure:
     import matplotlib.pyplot as plt
 
-    raw, first, n_steps = _unnormalise(s), res.raw["first"], s.run.budget["n_steps"]
+    kind = res.run.budget["stand_ins"]
+    raw, first, n_steps = _unnormalise(kind), res.raw["first"], res.extra["n_steps"]
     steps = sorted({min(n, n_steps - 1) for n in (0, 5, 10, 20, n_steps - 1)})
     xf, pf = first["x"], first["path"]
     fig, axes = plt.subplots(2 * len(images), len(steps) + 1, figsize=(2 * (len(steps) + 1), 4.2 * len(images)), squeeze=False)
@@ -1396,7 +1529,7 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
             a = 1 - n / n_steps
             _show_image(bottom[j], raw(a * xf[i : i + 1])[0])
             bottom[j].set_title(f"IG α={a:.2f}", fontsize=8)
-        top[0].set_ylabel(f"true: {_class_name(s, first['y'][i])}", fontsize=8)
+        top[0].set_ylabel(f"true: {_class_name(kind, first['y'][i])}", fontsize=8)
         top[-1].imshow(first["attr"][i].sum(0), cmap="viridis")
         top[-1].set_title("DGA map", fontsize=8)
         bottom[-1].plot(res.raw["probs"][0][:, i])
@@ -1407,82 +1540,74 @@ def _fig8_part(s: Setup, res: StepResult, images: range, part: tuple):
         ax.set_xticks([])
         ax.set_yticks([])
     fig.suptitle(
-        f"Figure 8: DGA distillation sequence vs IG path ({s.run.scale}, {s.data}, {res.extra['model']}, "
-        f"seed {s.seeds[0]}); part {part[0]} of {part[1]}",
+        f"Figure 8: DGA distillation sequence vs IG path ({res.run.scale}, {res.extra['data']}, {res.extra['model']}, "
+        f"seed {res.run.seed}); part {part[0]} of {part[1]}",
         fontsize=9,
     )
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     return fig
 
 # %% ../../nbs/papers/02_gradient_aggregation.ipynb #9e62cd1b
-def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
-    "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
-    from attribkit.results import paper_table
-
-    b = s.run.budget
-    NS, QS, (label,) = list(ns or b["grid_n"]), list(qs), s.per_seed[0]
-    N, g = max(n for n in NS if n <= b["n_steps"]), {}
+def _measure_grid(s: Setup, NS: list, QS: list, N: int, fill) -> tuple[dict, list]:
+    "({(N, q): [flip scores per seed]} of DGA on the one model of `s`, the default DGA (N, q = 0.9) beside its controls per seed)."
+    b, (label,) = s.run.budget, s.per_seed[0]
     kw = dict(steps=b["flip_steps"], fill=fill, chunk=b["chunk"])
 
     def scores(n, q):
         f = lambda m, x, t: DGA(m, n_steps=n, epc_ratio=q).attribute(x, t)
         return [r["N"] for r in _run_methods(s, {"N": f}, control=False, **kw)[label]]
 
+    g = {}
     for q in QS:
         for n in NS:
             g[(n, q)] = g[(1, QS[0])] if n == 1 and q != QS[0] else scores(n, q)  # N = 1 does not depend on q
     ctrl = _run_methods(s, control_methods(), **kw)[label]
-    res = [dict(c, DGA=d) for c, d in zip(ctrl, g.get((N, 0.9)) or scores(N, 0.9))]  # default DGA beside its controls
+    return g, [dict(c, DGA=d) for c, d in zip(ctrl, g.get((N, 0.9)) or scores(N, 0.9))]
+
+
+def _grid_claims(s: Setup, g: dict, res: list, NS: list, QS: list, N: int) -> tuple[list, dict]:
+    "Figure 9's claims (`fig9_specs`) from the grid `g` and the default DGA's controls `res`, and {claim key: what it compares}."
+    (label,) = s.per_seed[0]
+    ne, claims, comparisons = s.not_evaluable.get(label), [], {}
+    unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]
+    for spec, about in fig9_specs(label, s.paper_names.get(label, label), NS, QS, N, unit):
+        k = about["score"]
+        sign = SCORES[k][2]
+        if about["kind"] == "versus":
+            c = _judge_flip(spec, about, res, ne)
+        else:
+            q = about.get("q")
+            pairs = zip(g[(N, q)], g[(1, q)]) if about["kind"] == "aggregation" else zip(g[(N, 1.0)], g[(N, 0.6)])
+            e, unit_ = unit_effects(
+                [sign * (a[k] - c[k]) if about["kind"] == "aggregation" else a[k] - c[k] for a, c in pairs], "methods"
+            )
+            c = spec.judge(e, units=unit_, not_evaluable=ne)
+        claims.append(c)
+        comparisons[c["key"]] = about
+    return gate(claims), comparisons
+
+
+def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> Result:
+    "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
+    from attribkit.results import paper_table
+
+    b = s.run.budget
+    NS, QS, (label,) = list(ns or b["grid_n"]), list(qs), s.per_seed[0]
+    N = max(n for n in NS if n <= b["n_steps"])
+    g, res = _measure_grid(s, NS, QS, N, fill)
     measured = _accuracy_cells(s)
     for (n, q), sc in g.items():
         for key, (order, score, _) in SCORES.items():
             measured[f"N={n} q={q} | {order} {score}"] = sum(float(r[key].mean()) for r in sc) / len(sc)
     measured.update(_summarise(res, label, reference="DGA"))
-    ne, model_key, claims, comparisons = s.not_evaluable.get(label), _slug(s.paper_names.get(label, label)), [], {}
-
-    def add(key, text, per_seed, cmp, pc):
-        e, unit = unit_effects(per_seed, "methods")
-        claims.append(claim(key, text, e, units=unit, not_evaluable=ne, paper_claim=pc, role="evidence"))
-        comparisons[key] = cmp
-
-    if 1 in NS and N > 1:
-        for key in PROB:  # the control: N = 1 (ReLU(UFG), the map aggregation is judged against) beats a random map
-            c = _versus(
-                res, label, s.paper_names.get(label, label), "fig9", "DGA N=1", "random", key, ne, "dga/n-steps", "control"
-            )
-            claims.append(c)
-            comparisons[c["key"]] = dict(model=label, method="DGA N=1", reference="random", score=key)
-        for q in QS:
-            for key in PROB:
-                order, score, sign = SCORES[key]
-                add(
-                    f"fig9/aggregation/{model_key}/q={q}/{key}",
-                    f"q={q}: N={N} beats N=1 in {order} ({score})",
-                    [sign * (a[key] - c[key]) for a, c in zip(g[(N, q)], g[(1, q)])],
-                    dict(model=label, score=key),
-                    "dga/n-steps",
-                )
-    if 0.6 in QS and 1.0 in QS:  # a low q improves MoRF (lower) and degrades LeRF (lower): both "q=0.6 below q=1.0"
-        for key in PROB:
-            order, score, sign = SCORES[key]
-            add(
-                f"fig9/low-q/{model_key}/{key}",
-                f"N={N}: q=0.6 has a lower {order} ({score}) than q=1.0 ({'better' if order == 'MoRF' else 'worse'})",
-                [c[key] - a[key] for a, c in zip(g[(N, 0.6)], g[(N, 1.0)])],
-                dict(model=label, score=key),
-                "dga/low-q",
-            )
+    claims, comparisons = _grid_claims(s, g, res, NS, QS, N)
     rows = {
         f"q = {q}, {SCORES[k][0]} {'↑' if SCORES[k][2] > 0 else '↓'}": {f"N = {n}": _cell([r[k] for r in g[(n, q)]]) for n in NS}
         for k in ("lerf_prob", "morf_prob")
         for q in QS
     }
-    table = paper_table(
-        rows,
-        decimals=3,
-        corner="q, order",
-        title=f"{label}: DGA's softmax-probability pixel-flip AUC over N and q (the paper's Figure 9 gives no numbers)",
-    )
+    title = f"{label}: DGA's softmax-probability pixel-flip AUC over N and q (the paper's Figure 9 gives no numbers)"
+    table = paper_table(rows, decimals=3, corner="q, order", title=title)
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
@@ -1497,36 +1622,13 @@ def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> StepResult:
         unit=unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1],
         comparisons=comparisons,
     )
-    out = StepResult(
-        s.run,
-        tables=[table],
-        measured=measured,
-        claims=claims,
-        extra=extra,
-        raw=dict(grid=g, res=res),
-        stand_ins=_stand_in_accuracy(s),
-    )
+    raw = dict(grid=g, res=res, n_seeds=len(s.seeds))
+    out = Result(s.run, [table], measured, claims=claims, extra=extra, raw=raw, stand_ins=_stand_in_accuracy(s))
     diagnose(out, RULES)
     return out
 
 
-def _grid_rule(res: Result, c: dict) -> str:
-    "A Figure 9 grid claim that does not hold: the grid's mean AUCs over N per q on its score, and the random map's."
-    key = res.extra["comparisons"][c["key"]]["score"]
-    order, score, _ = SCORES[key]
-    NS, QS, m = res.extra["N"], res.extra["q"], res.measured
-    rnd = m[f"{res.extra['model']} | random | {_LABEL[key]}"]["mean"]
-    return (
-        f"mean {key} over N (q="
-        + ", ".join(f"{q}: " + "/".join(f"{m[f'N={n} q={q} | {order} {score}']:.3f}" for n in NS) for q in QS)
-        + f") for N = {NS}; random {rnd:.3f}."
-    )
-
-
-RULES.update({"fig9/aggregation": _grid_rule, "fig9/low-q": _grid_rule})
-
-
-def fig9_figure(s: Setup, res: StepResult):
+def fig9_figure(res: Result) -> Figure:
     "Figure 9's four panels (2 × 2: probability, then logit): AUC against N (log axis), one line per q, the random map as the baseline; the legend below."
     import matplotlib.pyplot as plt
 
@@ -1543,8 +1645,8 @@ def fig9_figure(s: Setup, res: StepResult):
         ax.set_title(f"{order} {'↑' if sign > 0 else '↓'} ({score})")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=len(QS) + 1, fontsize=8, frameon=False)
     fig.suptitle(
-        f"Figure 9: DGA hyper-parameters ({s.run.scale}, {s.data}, {res.extra['model']}, {s.n_images} images × "
-        f"{len(s.seeds)} seed(s))",
+        f"Figure 9: DGA hyper-parameters ({res.run.scale}, {res.extra['data']}, {res.extra['model']}, {res.extra['n_images']} "
+        f"images × {res.raw['n_seeds']} seed(s))",
         fontsize=9,
     )
     return fig
@@ -1569,11 +1671,10 @@ def _ig_reference(model: nn.Module, x: Tensor, n: int = 256) -> Tensor:
     return x[0] * g.mean(0, keepdim=True)
 
 
-@dataclass
-class MoonsSetup:
+@dataclass(repr=False)
+class MoonsSetup(experiment.Setup):
     "The trained toy of one run (`model`, in float64), its test points `X` with their `labels`, test accuracy and training recipe."
 
-    run: Run
     model: nn.Module
     X: Tensor
     labels: list
@@ -1582,18 +1683,15 @@ class MoonsSetup:
     lr: float
     final_train_loss: float | None = None
 
-    def describe(self) -> str:
-        return (
-            f"**{self.run.name}** ({self.run.scale}): the 2-5-3-1 ReLU MLP on the two moons (noise 0.1), {self.epochs} epochs at "
-            f"lr {self.lr:g}, seed {self.run.seed}: test accuracy {self.accuracy:.3f}"
-        )
-
-    def _repr_markdown_(self) -> str:
-        return self.describe()
+    def lines(self) -> list[str]:
+        return [
+            f"the 2-5-3-1 ReLU MLP on the two moons (noise 0.1), {self.epochs} epochs at lr {self.lr:g}, seed {self.run.seed}: "
+            f"test accuracy {self.accuracy:.3f}"
+        ]
 
 
 def moons_setup(run: Run) -> MoonsSetup:
-    "Train the toy for the budget's `epochs` (checkpoint-cached; lr 5e-4 · 5000 / epochs, the paper's lr × epochs) with seed `run.seed`."
+    "Train the toy for the budget's `epochs` (checkpoint-cached; lr 5e-4 · 5000 / epochs, the paper's lr × epochs) with seed `run.seed` (one model: the setup's run has one seed)."
     from attribkit.data import moons
     from attribkit.models import moons_mlp, train_cached, evaluate
 
@@ -1615,26 +1713,31 @@ def moons_setup(run: Run) -> MoonsSetup:
     acc = evaluate(model, ds.test, topk=(1,), device="cpu")["top1"]
     X = torch.cat([t for t, _ in [ds.test[i] for i in range(len(ds.test))]]).view(-1, 2).double()
     labels = [int(ds.test[i][1]) for i in range(len(ds.test))]
-    return MoonsSetup(run, model, X, labels, acc, epochs, lr, hist["loss"][-1] if "loss" in hist else None)
+    return MoonsSetup(_with_seeds(run, 1), model, X, labels, acc, epochs, lr, hist["loss"][-1] if "loss" in hist else None)
 
 
 _A, _B = "A (region of the baseline)", "B (other region)"
 
 
-def moons_identities(toy: MoonsSetup, n_steps: int = 30) -> StepResult:
-    "G×I, IG, UFG and DGA (`n_steps`) at a point A whose segment to the baseline stays in its linear region and a point B in another region, with the identities' residuals (no statistical claims: they are identities); `raw`: the two points."
-    from attribkit.attr.cam import fullgrad_decompose, UniformFullGrad
-    from attribkit.results import paper_table
-
-    model, X = toy.model, toy.X
+def _moons_points(model: nn.Module, X: Tensor) -> dict:
+    "{A: the first test point whose segment to the baseline stays in the baseline's linear region, B: the first in another region}."
     base = torch.zeros(1, 2, dtype=torch.float64)
     alphas = torch.linspace(0, 1, 101, dtype=torch.float64)[:, None]
     same = [bool((_pattern(model, alphas * x[None]) == _pattern(model, base)).all()) for x in X]
     other = [bool(_pattern(model, x[None]) != _pattern(model, base)) for x in X]
-    points = {
+    return {
         _A: X[same.index(True)][None] if True in same else 1e-6 * X[:1],
         _B: X[other.index(True)][None] if True in other else X[:1],
     }
+
+
+def moons_identities(toy: MoonsSetup, n_steps: int = 30) -> Result:
+    "G×I, IG, UFG and DGA (`n_steps`) at a point A whose segment to the baseline stays in its linear region and a point B in another region, with the identities' residuals (no statistical claims: they are identities); `raw`: the two points, the toy's model and test points."
+    from attribkit.attr.cam import fullgrad_decompose, UniformFullGrad
+    from attribkit.results import paper_table
+
+    model, X = toy.model, toy.X
+    points = _moons_points(model, X)
     t0, measured, rows = torch.zeros(1, dtype=torch.long), {"test accuracy": toy.accuracy}, {}
     for label, x in points.items():
         gi, terms, fk = fullgrad_decompose(model, x, t0)
@@ -1675,21 +1778,21 @@ def moons_identities(toy: MoonsSetup, n_steps: int = 30) -> StepResult:
         "lr": toy.lr,
         "final_train_loss": toy.final_train_loss,
     }
-    return StepResult(
+    return Result(
         toy.run,
         tables=[table, note],
         measured=measured,
         extra=extra,
-        raw=dict(points=points),
+        raw=dict(points=points, model=model, X=X, labels=toy.labels),
         stand_ins={"2-5-3-1 ReLU MLP (two moons)": toy.accuracy},
     )
 
 
-def moons_figure(toy: MoonsSetup, res: StepResult):
+def moons_figure(res: Result) -> Figure:
     "Left: the toy's linear regions, decision boundary, test points, A, B and the baseline; right: G×I, IG, UFG and DGA at A and B."
     import matplotlib.pyplot as plt
 
-    model, X = toy.model, toy.X
+    model, X = res.raw["model"], res.raw["X"]
     g = torch.linspace(-2.0, 3.0, 300, dtype=torch.float64)
     gx, gy = torch.meshgrid(g, torch.linspace(-1.5, 2.0, 240, dtype=torch.float64), indexing="xy")
     pts = torch.stack([gx.flatten(), gy.flatten()], 1)
@@ -1700,7 +1803,7 @@ def moons_figure(toy: MoonsSetup, res: StepResult):
     )
     with torch.no_grad():
         axes[0].contour(gx, gy, model(pts).view(gx.shape), levels=[0], colors="k")
-    axes[0].scatter(X[:, 0], X[:, 1], c=toy.labels, s=6, cmap="coolwarm")
+    axes[0].scatter(X[:, 0], X[:, 1], c=res.raw["labels"], s=6, cmap="coolwarm")
     for label, marker in ((_A, "*"), (_B, "P")):
         axes[0].scatter(*res.raw["points"][label][0].tolist(), marker=marker, s=250, c="k", label=label[0])
     axes[0].scatter(0, 0, marker="x", s=120, c="k", label="baseline")
