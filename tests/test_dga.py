@@ -156,7 +156,10 @@ def test_flip_table_step_keyed_claims_and_diagnoses():
     s = hand_setup()
     res = ga.flip_table(s, ["G×I", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
     assert [c["key"] for c in res.claims[:2]] == ["table1/gxi-over-random/vgg-16/lerf_prob", "table1/dga-over-gxi/vgg-16/lerf_prob"]
-    assert len(res.claims) == 6 and all(c["n"] == 3 and "seeds" in c["detail"] for c in res.claims)   # DGA(G×I) not run: no claims
+    ran = [c for c in res.claims if not c["key"].startswith("table1/dga-gxi-over-")]
+    assert len(ran) == 6 and all(c["n"] == 3 and c["units"] == "seeds" for c in ran)
+    gone = [c for c in res.claims if c not in ran]                      # DGA(G×I) removed: its claims stay, not evaluable
+    assert len(gone) == 4 and all(c["verdict"] == "not evaluable" and "dga_gxi" in c["reasons"][0] for c in gone)
     assert not any("logit" in c["key"] for c in res.claims) and "M | DGA | LeRF logit" in res.measured   # logit: cells, not claims
     assert [(c["paper_claim"], c["role"]) for c in res.claims[:2]] == [("dga/over-gxi", "control"), ("dga/over-gxi", "evidence")]
     assert res.measured["M | DGA(G×I) | LeRF prob"] == "n/a (not run)"
@@ -165,7 +168,7 @@ def test_flip_table_step_keyed_claims_and_diagnoses():
                 for r in [compare_methods(*s.per_seed[0]["M"], ga.local_maps(["G×I"], s.run.budget), seed=k, steps=4) for k in s.seeds]]
     assert c["effect"] == pytest.approx(sum(per_seed) / 3)
     assert res.measured["M | DGA − G×I | LeRF prob (paired)"]["n"] == 3
-    assert {k for k in res.diagnoses} == {c["key"] for c in res.claims if c["verdict"] != "holds"}
+    assert {k for k in res.diagnoses} == {c["key"] for c in ran if c["verdict"] != "holds"}
     for k, text in res.diagnoses.items():
         assert "AUC minus" in text
 
@@ -175,10 +178,11 @@ def test_flip_table_reports_model_at_chance_and_smoke_claims():
     s = hand_setup()
     s.accuracy, s.num_classes = {"M": [0.9, 0.15, 0.9]}, 10
     res = ga.flip_table(s, ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
-    assert res.claims and all(c["verdict"] == "not evaluable" and "M at chance: test accuracy 0.150 < 0.190" in c["detail"]
-                              for c in res.claims)
+    assert res.claims and all(c["verdict"] == "not evaluable" and any("M at chance: test accuracy 0.150 < 0.190" in r for r in c["reasons"])
+                              for c in res.claims if not c["reasons"][0].startswith("not run:"))   # the claims of the maps run
     smoke = ga.flip_table(hand_setup("smoke"), ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
-    assert all(c["n"] == 4 and "paired images" in c["detail"] for c in smoke.claims)          # one seed: paired images
+    ran = [c for c in smoke.claims if not (c["reasons"] and c["reasons"][0].startswith("not run:"))]
+    assert ran and all(c["n"] == 4 and c["units"] == "paired images" for c in ran)          # one seed: paired images
     assert {c["verdict"] for c in smoke.reported_claims} == {"not evaluable"}
 
 
@@ -191,14 +195,15 @@ def test_flip_table_zoo_floor_and_seeds_per_model():
     run = ga.start("test", ga.BUDGETS, "cpu", n_steps=3, flip_steps=4)
     assert run.seeds == [0, 1, 2, 3, 4] == list(range(max(zoo.ZOO[z].seeds for z in ga.ZOO_NAMES.values())))
     s = ga.Setup(run, [{"A": (m, x, t), "B": (m, x, t)}] * 3 + [{"A": (m, x, t)}] * 2, "random", {"A": [0.93] * 5, "B": [0.95, 0.85, 0.91]},
-                 10, {"A": "VGG-16", "B": "ResNet-18"}, {"B": dict(zoo="ResNet-8/2", values=[0.95, 0.85, 0.91], floor=0.90)},
-                 {"A": None, "B": zoo.floor_reason(low, "B")})
+                 10, {"A": "VGG-16", "B": "ResNet-18"}, {"A": None, "B": zoo.floor_reason(low, "B")},
+                 stand_ins={"B": dict(zoo="ResNet-8/2", values=[0.95, 0.85, 0.91], floor=0.90, metric="top-1 test accuracy")})
     res = ga.flip_table(s, ["G×I", "DGA"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
-    a = [c for c in res.claims if "/vgg-16/" in c["key"]]
-    b = [c for c in res.claims if "/resnet-18/" in c["key"]]
+    ran = [c for c in res.claims if not (c["reasons"] and c["reasons"][0].startswith("not run:"))]   # the claims of the maps run
+    a = [c for c in ran if "/vgg-16/" in c["key"]]
+    b = [c for c in ran if "/resnet-18/" in c["key"]]
     assert a and all(c["n"] == 5 and c["verdict"] != "not evaluable" for c in a)
     assert b and all(c["n"] == 3 and c["verdict"] == "not evaluable" and "B under its floor: top-1 test accuracy 0.8500 < 0.90 in 1 of 3 seeds"
-                     in c["detail"] for c in b)
+                     in c["reasons"] for c in b)
     assert res.measured["B | test accuracy"]["n"] == 3 and res.extra["zoo"]["B"]["floor"] == 0.90
     s.accuracy["B"] = [0.95, 0.05, 0.91]                                                  # at chance as well: both reasons
     assert "B at chance" in s.not_evaluable["B"] and "under its floor" in s.not_evaluable["B"]
@@ -214,7 +219,9 @@ def test_figure_steps_on_a_hand_built_setup(tmp_path):
     assert res.measured["M | object area (chance) | positive mass on object"]["mean"] == 0.25     # the centred square
     assert [c["key"] for c in res.claims][-1] == "fig1/dga-over-abs-gxi/vgg-16"
     assert not any("input-intensity" in c["key"] for c in res.claims)      # finds the bright object by construction: no claim
-    assert [c["key"] for c in ga.object_shares(s, ["UFG", "DGA"]).claims] == ["fig1/dga-over-ufg/vgg-16"]
+    edited = ga.object_shares(s, ["UFG", "DGA"])                         # a reader's edit: the other maps' claims stay, not evaluable
+    assert [c["key"] for c in edited.claims if c["verdict"] != "not evaluable"] == ["fig1/dga-over-ufg/vgg-16"]
+    assert edited.claim("fig1/ufg-over-random/vgg-16")["reasons"] == ["not run: random removed from the methods"]
     with pytest.raises(ValueError, match="`maps` must be names"):
         ga.object_shares(s, ["UFG", "Saliency"])
     path = ga.path_concentration(s)
@@ -223,7 +230,7 @@ def test_figure_steps_on_a_hand_built_setup(tmp_path):
     assert len(g.claims) == 2 + 2 * 2 + 2 and g.claims[2]["key"] == "fig9/aggregation/vgg-16/q=0.6/lerf_prob"
     assert [c["role"] for c in g.claims[:3]] == ["control", "control", "evidence"]
     assert ga.grid(s, ns=[3], qs=[0.9]).claims == []                                              # no N = 1, no q = 0.6
-    g.figures["g"] = ga.fig9_figure(s, g)
+    g.figures["g"] = ga.fig9_figure(g)
     d = json.loads(g.save().read_text())
     assert d["name"] == "test" and d["claims"][0]["key"] == g.claims[0]["key"] and (tmp_path / "figures" / "g.png").exists()
 
@@ -243,23 +250,25 @@ def test_moons_step_on_an_untrained_toy():
 
 
 @pytest.mark.slow
-def test_reader_edit_of_a_repro_notebook_runs(tmp_path):
-    "A reader drops two methods from dga_table1_local's `methods` line: the notebook runs at smoke and its result has neither their cells nor their claims."
+def test_reader_edit_of_a_renamed_repro_notebook_runs(tmp_path):
+    "A reader copies dga_table1_local under another name and drops |G×I| from its `methods` line: the copy runs at smoke; the removed method has no cells, and its claims stay, not evaluable, naming it."
     import papermill as pm
     root = Path(__file__).resolve().parent.parent
     nb = json.loads((root / "nbs" / "repro" / "dga_table1_local.ipynb").read_text())
     cell = next(c for c in nb["cells"] if "".join(c["source"]).startswith("methods = ["))
     src = "".join(cell["source"])
     assert '"|G×I|", "DGA N=1"]' in src
-    cell["source"] = src.replace(', "|G×I|", "DGA N=1"]', "]")
-    edited = tmp_path / "dga_table1_local.ipynb"
+    cell["source"] = src.replace(', "|G×I|", "DGA N=1"]', ', "DGA N=1"]')
+    edited = tmp_path / "my_local_maps_copy.ipynb"
     edited.write_text(json.dumps(nb))
     pm.execute_notebook(str(edited), str(tmp_path / "executed.ipynb"), cwd=str(root), kernel_name="python3", progress_bar=False,
                         parameters={"out_dir": str(tmp_path / "out"), "device": "cpu", "n_images": 4, "flip_steps": 4, "n_steps": 3})
-    d = json.loads((tmp_path / "out" / "dga_table1_local.json").read_text())
-    assert d["measured"] and not any("|G×I|" in k or "DGA N=1" in k for k in d["measured"])
-    assert d["claims"] and not any("abs-gxi" in c["key"] or "dga-n=1" in c["key"] for c in d["claims"])
-    assert any(c["key"].startswith("table1/dga-gxi-over-relu-gxi/") for c in d["claims"])
+    d = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert d["measured"] and not any("|G×I|" in k for k in d["measured"]) and any("DGA N=1" in k for k in d["measured"])
+    gone = [c for c in d["claims"] if "abs-gxi" in c["key"]]
+    assert len(gone) == 2 * 3                                          # DGA against |G×I|, two scores, three models
+    assert all(c["verdict"] == "not evaluable" and "not run: abs_gxi removed from the methods" in c["reasons"] for c in gone)
+    assert any(c["key"].startswith("table1/dga-gxi-over-relu-gxi/") and c["n"] == 4 for c in d["claims"])
 
 
 def test_registry_claims_and_roles():
@@ -283,6 +292,10 @@ def test_registry_claims_and_roles():
     assert not any(k.startswith("table3/") and "-over-gxi/" in k for k in keys)        # DGA against G×I is Table 1's number
 
 
+def v_gate(claims):
+    return {c["key"]: tuple(c["gated_by"]) for c in claims if c["gated_by"] and "bad" in c["key"]}
+
+
 def test_baseline_worse_than_random_makes_its_comparison_not_evaluable():
     "The control 'the baseline beats a random map': where it fails, DGA beating that baseline is not evaluable (and so is the registry claim)."
     from attribkit.claims import paper_verdict
@@ -291,11 +304,12 @@ def test_baseline_worse_than_random_makes_its_comparison_not_evaluable():
     auc = lambda v: {"lerf_prob": v + 0.01 * torch.randn(8, generator=g), "morf_prob": 1 - v + 0.01 * torch.randn(8, generator=g)}
     runs = [{"DGA": auc(0.9), "Bad": auc(0.1), "Good": auc(0.7), "random": auc(0.5)} for _ in range(3)]
     cs, _ = ga._flip_claims(s, {"M": runs}, [("DGA", ("Bad", "Good"), ga.PROB, "dga/baselines", "evidence")], "table3")
+    assert v_gate(cs) == {f"table3/dga-over-bad/vgg-16/{k}": (f"table3/bad-over-random/vgg-16/{k}",) for k in ga.PROB}
     v = {c["key"]: c for c in cs}
     assert v["table3/bad-over-random/vgg-16/lerf_prob"]["verdict"] == "fails"
     assert v["table3/bad-over-random/vgg-16/lerf_prob"]["role"] == "control"
     bad = v["table3/dga-over-bad/vgg-16/lerf_prob"]
-    assert bad["verdict"] == "not evaluable" and "control table3/bad-over-random/vgg-16/lerf_prob fails" in bad["detail"]
+    assert bad["verdict"] == "not evaluable" and bad["reasons"] == ["control table3/bad-over-random/vgg-16/lerf_prob fails"]
     assert v["table3/good-over-random/vgg-16/morf_prob"]["verdict"] == "holds"
     assert v["table3/dga-over-good/vgg-16/morf_prob"]["verdict"] == "holds"
     pc = next(p for p in ga.PAPER_CLAIMS if p.id == "dga/baselines")
@@ -400,7 +414,7 @@ def test_cluttered_objects_are_the_canvas_masks():
     assert ga.object_shares(s, ["UFG", "random"]).extra["object"].startswith("the item's silhouette on the canvas (the data's own mask")
     res = ga.object_shares(s, ["UFG", "DGA", "input intensity", "random"])
     assert res.measured["M | object area (chance) | positive mass on object"]["mean"] == 0.25
-    raw = ga._unnormalise(s)(x).clamp_min(0).sum(1)
+    raw = ga._unnormalise(s.kind)(x).clamp_min(0).sum(1)
     want = float(((raw * masks).sum((1, 2)) / raw.sum((1, 2))).mean())        # the intensity map's share on the given masks
     assert res.measured["M | input intensity | positive mass on object"]["mean"] == pytest.approx(want)
     c = res.claim("fig1/dga-over-input-intensity/vgg-16")
@@ -410,13 +424,15 @@ def test_cluttered_objects_are_the_canvas_masks():
 
 
 def test_cluttered_setup_names_its_stand_ins():
-    "cluttered=True at cpu offers only the paper models the zoo has canvas stand-ins for, and names them; it changes nothing at smoke or paper scale."
+    "cluttered=True with the zoo's stand-ins offers only the paper models the zoo has canvas stand-ins for, and names them; with other stand-ins it is a ValueError."
     run = ga.start("test", ga.BUDGETS, "cpu", n_steps=3, flip_steps=4)
     with pytest.raises(ValueError, match=r"cluttered stand-ins for these only.*ResNet-18"):
         ga.setup(run, models=["ResNet-18"], cluttered=True)
-    assert ga.model_label("VGG-16", "cpu", cluttered=True) == "Canvas VGG-16-BN/16 (stand-in for VGG-16)"
-    assert ga.model_label("VGG-16", "smoke", cluttered=True) == ga.model_label("VGG-16", "smoke") == ga.STAND_INS["VGG-16"]
-    assert ga.model_label("VGG-16", "paper", cluttered=True) == "VGG-16"
+    assert ga.model_label("VGG-16", "zoo", cluttered=True) == "Canvas VGG-16-BN/16 (stand-in for VGG-16)"
+    assert ga.model_label("VGG-16", "shapes") == ga.STAND_INS["VGG-16"] and ga.model_label("VGG-16", "torchvision") == "VGG-16"
+    for scale in ("smoke", "paper"):                                   # elsewhere cluttered=True is rejected, not ignored
+        with pytest.raises(ValueError, match=r"`cluttered=True` takes the zoo's stand-ins"):
+            ga.setup(ga.start("test", ga.BUDGETS, scale), cluttered=True)
     from attribkit.papers import zoo
     e = zoo.ZOO[ga.CLUTTERED_NAMES["VGG-16"]]
     assert e.data == "fashion_canvases-64" and e.seeds >= 3 and e.floor > 0.1
