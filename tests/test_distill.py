@@ -379,12 +379,18 @@ def test_paper_student_cache_one_spec(tiny, f32):
         tiny.student(0, "naive", width="x16")
 
 
-def test_paper_table1_step_drops_claims_of_dropped_variants(tiny, f32):
+def test_paper_table1_step_keeps_claims_of_dropped_variants(tiny, f32):
+    "A variant the reader drops: its claims stay, not evaluable, naming it; nothing of it is measured."
     from attribkit.papers.distillation import rebuttal_table1, table1_figure
     res = rebuttal_table1(tiny, ["Naive-KD", "SSWA"], widths=["x2"], lambdas=[10.0])
     keys = {c["key"] for c in res.claims}
     assert "t1/sswa-over-naive-kd/auc" in keys and "t1/teacher-best/map" in keys
-    assert not any("ewa" in k or "/swa-" in k for k in keys), keys
+    dropped = [c for c in res.claims if any("removed from the methods" in r for r in c["reasons"])]
+    assert {c["key"] for c in dropped} == {"t1/sswa-over-swa/auc", "t1/swa-over-ewa/auc", "t1/ewa-over-naive-kd/auc",
+                                           "t1/sswa-over-swa/point-acc", "t1/swa-over-ewa/point-acc", "t1/ewa-over-naive-kd/point-acc"}
+    assert all(c["verdict"] == "not evaluable" and c["n"] == 0 for c in dropped)
+    assert res.claim("t1/swa-over-ewa/auc")["reasons"] == ["not run: swa, ewa removed from the methods"]
+    assert res.claim("t1/sswa-over-swa/auc")["reasons"] == ["not run: swa removed from the methods"]
     assert "EWA AUC" not in res.measured and "SWA AUC" not in res.measured and "SSWA AUC" in res.measured
     assert "SWA sweep: fixed start, λ = 10 mAP" in res.measured and "| Full (Teacher) |" in res.tables[0]
     assert set(res.diagnoses) <= keys and all(res.diagnoses.values())
@@ -398,29 +404,38 @@ def test_paper_table2_pruning_roar_steps(tiny, f32):
     from attribkit.papers.distillation import rebuttal_table2, pruning, roar, pruning_figure, roar_figure
     plt = pytest.importorskip("matplotlib.pyplot")
     t2 = rebuttal_table2(tiny, ["Grad-CAM", "EBP"])
-    assert {k.split("/")[2] for k in (c["key"] for c in t2.claims)} == {"ebp"} and "SSWA FullGrad AUC" not in t2.measured  # Grad-CAM: Table 1
+    gone = {c["key"].split("/")[2] for c in t2.claims if c["reasons"][:1] in (["not run: lrp removed from the methods"],
+                                                                              ["not run: fullgrad removed from the methods"])}
+    assert {c["key"].split("/")[2] for c in t2.claims} - gone == {"ebp"} and gone == {"lrp-a1b0", "fullgrad"}  # Grad-CAM: Table 1
+    assert "SSWA FullGrad AUC" not in t2.measured
     pr = pruning(tiny, ["w/o matching"], p=0.5, ft_epochs=1, rounds=1, round_epochs=1)
-    assert pr.claims == [] and "Structured, w/o matching AUC" in pr.measured and pr.extra["recipe"]["rounds"] == 1
+    assert len(pr.claims) == 12 and all(c["reasons"] == ["not run: sswa removed from the methods"] for c in pr.claims)
+    assert "Structured, w/o matching AUC" in pr.measured and pr.extra["recipe"]["rounds"] == 1
     plt.close(pruning_figure(pr))
     ro = roar(tiny, ["Teacher", "SSWA"], fractions=[0.5], epochs=1)
-    assert {c["key"] for c in ro.claims} == {"roar/teacher-below-random", "roar/control/teacher-below-intensity",
-                                             "roar/sswa-below-random", "roar/control/sswa-below-intensity"}
+    measured = {c["key"] for c in ro.claims if c["n"]}
+    assert measured == {"roar/teacher-below-random", "roar/control/teacher-below-intensity",
+                        "roar/sswa-below-random", "roar/control/sswa-below-intensity"}
+    assert {c["key"]: c["reasons"] for c in ro.claims if c["key"] not in measured} == {
+        k: ["not run: naive removed from the methods"] for k in ("roar/naive-kd-below-random", "roar/control/naive-kd-below-intensity",
+                                                                 "roar/sswa-closer-than-naive-kd")}
     assert "Naive-KD mAP @ 50% removed" not in ro.measured and "SSWA mAP @ 50% removed" in ro.measured
     plt.close(roar_figure(ro))
 
 
 def test_paper_diagnoses_read_measurements_not_text(tiny, f32):
     "A diagnosis comes from the rule of the claim's key and the values the comparison recorded; the claim's text plays no part."
+    from attribkit.claims import ClaimSpec
     from attribkit.papers.distillation import RULES, _compare
     from attribkit.papers.experiment import Result, diagnose
     a = [{"AUC": 80.0 + i, "collapsed": ""} for i in range(2)]
     b = [{"AUC": 81.0 - 2 * i, "collapsed": ""} for i in range(2)]
     cmp = {}
-    c = _compare(cmp, "t1/x-over-y/point-acc", "any text at all", a, b, "AUC", "X", "Y", "distill/sswa-preserves-attribution")
-    res = Result(tiny.run, claims=[c], extra={"compared": cmp})
+    c = _compare(cmp, ClaimSpec("t1/x-over-y/point-acc", "distill/sswa-preserves-attribution", "any text at all"), a, b, "AUC", "X", "Y")
+    res = Result(tiny.run, claims=[c], raw={"compared": cmp})
     assert c["verdict"] != "holds" and diagnose(res, RULES)[c["key"]].endswith("X 80.50 vs Y 80.00")
     cmp["t1/x-over-y/point-acc"]["collapsed"]["Y"] = ["", "collapsed: F1 0.0, mAP 20.0"]
-    res = Result(tiny.run, claims=[dict(c, claim="The full teacher's Point Acc", detail="collapsed")], extra={"compared": cmp})
+    res = Result(tiny.run, claims=[dict(c, claim="The full teacher's Point Acc", detail="collapsed")], raw={"compared": cmp})
     assert diagnose(res, RULES)[c["key"]].startswith("models collapsed on some seeds (Y, seed 1: collapsed: F1 0.0")
 
 
@@ -441,8 +456,8 @@ def test_paper_teacher_of_another_architecture_fails_before_distilling(tmp_path)
 
 
 @pytest.mark.slow
-def test_paper_reader_edit_of_table2_notebook_runs(tmp_path):
-    "A reader drops two maps from the Table 2 notebook's list: the notebook runs at smoke and its result has neither map."
+def test_paper_renamed_table2_notebook_without_a_map_keeps_its_claims(tmp_path):
+    "A reader copies the Table 2 notebook under another name and drops EBP from its list: the copy runs at smoke, nothing of EBP is measured, and EBP's claims are there, not evaluable, naming it."
     import json, os
     import papermill as pm
     from pathlib import Path
@@ -450,16 +465,22 @@ def test_paper_reader_edit_of_table2_notebook_runs(tmp_path):
     nb = json.loads((root / "nbs" / "repro" / "distill_rebuttal_table2.ipynb").read_text())
     line = 'maps = ["EBP", "LRP a1b0", "FullGrad", "Grad-CAM"]'
     cell = next(c for c in nb["cells"] if line in "".join(c["source"]))
-    cell["source"] = "".join(cell["source"]).replace(line, 'maps = ["FullGrad", "Grad-CAM"]')
-    (tmp_path / "edited.ipynb").write_text(json.dumps(nb))
+    cell["source"] = "".join(cell["source"]).replace(line, 'maps = ["LRP a1b0", "FullGrad", "Grad-CAM"]')
+    (tmp_path / "my_other_maps.ipynb").write_text(json.dumps(nb))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", "1")
         mp.setenv("PYTHONPATH", os.pathsep.join([str(root)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        pm.execute_notebook(str(tmp_path / "edited.ipynb"), str(tmp_path / "executed.ipynb"), cwd=str(root), kernel_name="python3",
-                            parameters={"out_dir": str(tmp_path / "out"), "device": "cpu"}, progress_bar=False)
-    res = json.loads((tmp_path / "out" / "distill_rebuttal_table2.json").read_text())
-    assert not any("EBP" in k or "LRP" in k for k in res["measured"]) and "SSWA Grad-CAM AUC" in res["measured"]
-    assert {c["key"].split("/")[2] for c in res["claims"]} == {"fullgrad"}   # Grad-CAM's claims are Table 1's
+        pm.execute_notebook(str(tmp_path / "my_other_maps.ipynb"), str(tmp_path / "executed.ipynb"), cwd=str(root),
+                            kernel_name="python3", parameters={"out_dir": str(tmp_path / "out"), "device": "cpu"}, progress_bar=False)
+    (out,) = (tmp_path / "out").glob("*.json")
+    res = json.loads(out.read_text())
+    assert not any("EBP" in k for k in res["measured"]) and "SSWA LRP a1b0 AUC" in res["measured"]
+    ebp = [c for c in res["claims"] if c["key"].split("/")[2] == "ebp"]
+    assert {c["key"] for c in ebp} == {"t2/sswa-over-naive-kd/ebp/auc", "t2/sswa-over-naive-kd/ebp/point-acc",
+                                       "t2/control/ebp/random", "t2/control/ebp/intensity-image", "t2/control/ebp/intensity"}
+    assert all(c["verdict"] == "not evaluable" and "not run: ebp removed from the methods" in c["reasons"] for c in ebp)
+    assert {c["key"].split("/")[2] for c in res["claims"]} == {"ebp", "lrp-a1b0", "fullgrad"}   # Grad-CAM's claims are Table 1's
+    assert not any("removed from the methods" in r for c in res["claims"] if c not in ebp for r in c["reasons"])
 
 
 def test_paper_teacher_under_its_floor_makes_every_claim_not_evaluable(f32):
@@ -467,8 +488,10 @@ def test_paper_teacher_under_its_floor_makes_every_claim_not_evaluable(f32):
     from attribkit.papers.distillation import _tiny_setup, rebuttal_table2
     S = _tiny_setup()
     ok = rebuttal_table2(S, ["Grad-CAM", "EBP"])
-    S.floor = "the teacher (Mosaic VGG-6-BN/2) under its floor: test mAP 0.5000 < 0.60"
+    S.stand_ins = {"the teacher (Mosaic VGG-6-BN/2)": {"metric": "test mAP", "values": [0.5], "floor": 0.6}}
+    floor = "the teacher (Mosaic VGG-6-BN/2) under its floor: test mAP 0.500 < 0.60"
+    assert S.under_floor() == {"the teacher (Mosaic VGG-6-BN/2)": floor}
     low = rebuttal_table2(S, ["Grad-CAM", "EBP"])
     assert low.claims and [c["key"] for c in low.claims] == [c["key"] for c in ok.claims]
-    assert all(c["verdict"] == "not evaluable" and c["detail"].startswith(f"not evaluable: {S.floor}") for c in low.claims)
+    assert all(c["verdict"] == "not evaluable" and c["reasons"][0] == floor for c in low.claims)
     assert [c["effect"] for c in low.claims] == [c["effect"] for c in ok.claims]

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 from torch import nn, Tensor
 from torch.utils.data import Dataset, Subset, TensorDataset
-from ..claims import PaperClaim, claim, made_not_evaluable, mean_se, not_evaluable, unit_effects
+from ..claims import ClaimSpec, PaperClaim, gate, made_not_evaluable, mean_se, unit_effects
 from ..data import first
-from . import zoo
+from . import experiment, zoo
 from attribkit.distill import (
     distill,
     evaluate_compression,
@@ -35,15 +36,16 @@ from ..models import cache_key, cached, load_weights, train_cached, vgg16_bn_cif
 from .experiment import PrePass, Result, Run, WeightFile, diagnose, start
 
 # %% auto #0
-__all__ = ['MEASURES', 'VARIANTS', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'BUDGETS', 'ZOO_TEACHER', 'TEACHER_FILE',
-           'PAPER_FILES', 'WEIGHT_FILES', 'RULES', 'LAMBDAS', 'REACH', 'PRE_PASS', 'TABLE2_MAPS', 'PRUNE_VARIANTS',
-           'ROAR_MODELS', 'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1', 'student_tasks',
+__all__ = ['MEASURES', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'METHODS', 'VARIANTS', 'TABLE2_MAPS',
+           'PRUNE_VARIANTS', 'ROAR_MODELS', 'WIDTHS', 'CONTROLS', 'T1_TEACHER', 'T1_PAIRS', 'T1_WIDTHS', 'T1_CONTROLS',
+           'T2_PAIRS', 'T2_CONTROLS', 'PRUNE_PAIRS', 'PRUNE_CONTROLS', 'ROAR_CONTROLS', 'ROAR_CLOSER', 'CLAIM_SPECS',
+           'RULES', 'BUDGETS', 'ZOO_TEACHER', 'TEACHER_FILE', 'PAPER_FILES', 'WEIGHT_FILES', 'LAMBDAS', 'REACH',
+           'PRE_PASS', 'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1', 'student_tasks',
            'submit_students', 'train_students', 'student_rows', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure',
            'pruning_figure', 'table2_figure', 'roar_figure']
 
 # %% ../../nbs/papers/01_distillation.ipynb #201ad7df
 MEASURES = ("mAP", "F1", "AUC", "Point Acc")  # rebuttal Table 1's columns
-VARIANTS = {"Naive-KD": "naive", "EWA": "ewa", "SWA": "swa", "SSWA": "sswa"}  # its rows (students) → `distill` variant
 PAPER_T1 = {  # rebuttal Table 1: (mean, std) over 5 runs
     "Full (Teacher)": [(91.79, 0.16), (78.44, 0.23), (88.68, 0.17), (80.16, 0.16)],
     "Naive-KD": [(81.44, 0.19), (62.71, 0.28), (80.51, 0.25), (69.18, 0.17)],
@@ -162,9 +164,227 @@ PAPER_CLAIMS = [  # the paper's own claims (seed 000; only the rebuttal's tables
     ),
 ]
 
+# %% ../../nbs/papers/01_distillation.ipynb #c1a1d002
+METHODS = {  # display label → registry name: the `distill` variant, or the attribution method of `attribkit.attr`
+    "Teacher": "teacher",
+    "Naive-KD": "naive",
+    "EWA": "ewa",
+    "SWA": "swa",
+    "SSWA": "sswa",
+    "w/o matching": "none",
+    "SSWA matching": "sswa",
+    "EBP": "ebp",
+    "LRP a1b0": "lrp",
+    "FullGrad": "fullgrad",
+    "Grad-CAM": "gradcam",
+}
+VARIANTS = ("Naive-KD", "EWA", "SWA", "SSWA")  # rebuttal Table 1's students
+TABLE2_MAPS = ("EBP", "LRP a1b0", "FullGrad", "Grad-CAM")  # rebuttal Table 2's maps (FullGrad for the unreadable third)
+PRUNE_VARIANTS = ("w/o matching", "SSWA matching")  # the pruned networks' fine-tuning
+ROAR_MODELS = ("Teacher", "Naive-KD", "SSWA")  # whose Grad-CAM ranks the pixels ROAR removes
+WIDTHS = ("x2", "x4", "x8")  # the students' widths (the paper's width ÷ 2, 4, 8)
+CONTROLS = {  # a control of a Grad-CAM: (measure, the control map's row, role, what the map must beat)
+    "random": ("AUC", "random map", "control", "a random map's AUC"),
+    "intensity-image": ("AUC", "input intensity", "control", "the input intensity's AUC (whole image, the paper's metric)"),
+    "intensity": ("AUC among objects", "input intensity", "diagnostic", "the input intensity's AUC among objects"),
+}
+_BY_MEASURE = {  # the registry claim a comparison on each measure serves
+    "mAP": "distill/no-accuracy-cost",
+    "F1": "distill/no-accuracy-cost",
+    "AUC": "distill/sswa-preserves-attribution",
+    "Point Acc": "distill/sswa-preserves-attribution",
+}
+_T1_PAIRS = {  # Table 1's 'a ≥ b' comparisons of the main-width students: (registry claim, role)
+    ("SSWA", "SWA"): ("distill/stochastic-matching", "evidence"),
+    ("SWA", "EWA"): ("distill/swa-over-ewa", "evidence"),
+    ("EWA", "Naive-KD"): ("distill/swa-over-ewa", "diagnostic"),
+    ("SSWA", "Naive-KD"): ("distill/sswa-preserves-attribution", "evidence"),
+}
+
+
+def _control_text(who: str, c: str) -> str:
+    "The text of control `c` (of `CONTROLS`) of the Grad-CAM of `who`."
+    measure, _, role, what = CONTROLS[c]
+    return f"{'Control: ' if role == 'control' else ''}{who} {measure} is above {what}"
+
+
+def _needs(*labels) -> tuple:
+    return tuple(METHODS[l] for l in labels)
+
+
+T1_TEACHER = {  # measure → 'the teacher is above every main-width student'
+    k: ClaimSpec(
+        f"t1/teacher-best/{_slug(k)}", _BY_MEASURE[k], f"The full teacher's {k} is above every main-width student's", "diagnostic"
+    )
+    for k in MEASURES
+}
+T1_PAIRS = {  # (a, b, measure) → 'a ≥ b' on the main-width students
+    **{
+        (a, b, k): ClaimSpec(
+            f"t1/{_slug(a)}-over-{_slug(b)}/{_slug(k)}",
+            pc,
+            f"Main-width students: {a}'s Grad-CAM {k} >= {b}'s",
+            role,
+            needs=_needs(a, b),
+        )
+        for k in ("AUC", "Point Acc")
+        for (a, b), (pc, role) in _T1_PAIRS.items()
+    },
+    **{
+        ("SSWA", "Naive-KD", k): ClaimSpec(
+            f"t1/sswa-no-cost/{_slug(k)}",
+            "distill/no-accuracy-cost",
+            f"Main-width students: SSWA costs no {k} (SSWA's {k} >= Naive-KD's)",
+            needs=_needs("SSWA", "Naive-KD"),
+        )
+        for k in ("mAP", "F1")
+    },
+}
+T1_WIDTHS = {  # another width → its SSWA students' Grad-CAM AUC ≥ its Naive-KD students'
+    w: ClaimSpec(
+        f"t1/sswa-over-naive-kd/auc/{w}",
+        "distill/sswa-preserves-attribution",
+        f"{w} students: SSWA's Grad-CAM AUC >= Naive-KD's",
+        needs=_needs("SSWA", "Naive-KD"),
+    )
+    for w in WIDTHS
+}
+T1_CONTROLS = {  # (student, control) → the main-width students' Grad-CAM against the control
+    (l, c): ClaimSpec(
+        f"t1/control/{c}/{_slug(l)}",
+        "distill/sswa-preserves-attribution",
+        _control_text(f"the main-width {l} students' Grad-CAM", c),
+        CONTROLS[c][2],
+        needs=_needs(l),
+    )
+    for l in ("SSWA", "Naive-KD")
+    for c in CONTROLS
+}
+_OTHER_MAPS = ("EBP", "LRP a1b0", "FullGrad")  # Table 2's claims: Grad-CAM's comparison and controls are Table 1's
+T2_PAIRS = {  # (map, measure) → SSWA ≥ Naive-KD under the map
+    (k, m): ClaimSpec(
+        f"t2/sswa-over-naive-kd/{_slug(k)}/{_slug(m)}", "distill/other-maps", f"SSWA's {k} {m} >= Naive-KD's", needs=_needs(k)
+    )
+    for k in _OTHER_MAPS
+    for m in ("AUC", "Point Acc")
+}
+T2_CONTROLS = {  # (map, control) → the SSWA students' map against the control
+    (k, c): ClaimSpec(
+        f"t2/control/{_slug(k)}/{c}", "distill/other-maps", _control_text(f"SSWA's {k}", c), CONTROLS[c][2], needs=_needs(k)
+    )
+    for k in _OTHER_MAPS
+    for c in CONTROLS
+}
+PRUNE_PAIRS = {  # (pruning, measure) → fine-tuning with SSWA matching ≥ without
+    (kind, m): ClaimSpec(
+        f"prune/{kind.lower()}/with-over-without/{_slug(m)}",
+        "distill/no-accuracy-cost" if m == "mAP" else "distill/pruning",
+        f"{kind} pruning: SSWA matching costs no mAP (mAP with >= without)"
+        if m == "mAP"
+        else f"{kind} pruning: {m} with SSWA matching >= without",
+        needs=_needs(*PRUNE_VARIANTS),
+    )
+    for kind in ("Structured", "Unstructured")
+    for m in ("AUC", "Point Acc", "mAP")
+}
+PRUNE_CONTROLS = {  # (pruning, control) → the pruned-and-matched networks' Grad-CAM against the control
+    (kind, c): ClaimSpec(
+        f"prune/control/{c}/{kind.lower()}",
+        "distill/pruning",
+        _control_text(f"{kind.lower()}-pruned SSWA networks' Grad-CAM", c),
+        CONTROLS[c][2],
+        needs=_needs("SSWA matching"),
+    )
+    for kind in ("Structured", "Unstructured")
+    for c in CONTROLS
+}
+ROAR_CONTROLS = {  # (model, control curve) → removing by the model's Grad-CAM lowers the retrained mAP more than the control
+    (n, ctl): ClaimSpec(
+        key,
+        "distill/roar",
+        f"Control: {n} Grad-CAM removal lowers the retrained mAP more than {what}",
+        "control",
+        needs=_needs(n),
+    )
+    for n in ROAR_MODELS
+    for ctl, key, what in (
+        ("Random", f"roar/{_slug(n)}-below-random", "random removal"),
+        ("Input intensity", f"roar/control/{_slug(n)}-below-intensity", "removing the brightest pixels"),
+    )
+}
+ROAR_CLOSER = ClaimSpec(
+    "roar/sswa-closer-than-naive-kd",
+    "distill/roar",
+    "SSWA's ROAR curve is closer to the teacher's than Naive-KD's",
+    needs=_needs(*ROAR_MODELS),
+)
+CLAIM_SPECS = (
+    *T1_TEACHER.values(),
+    *T1_PAIRS.values(),
+    *T1_WIDTHS.values(),
+    *T1_CONTROLS.values(),
+    *T2_PAIRS.values(),
+    *T2_CONTROLS.values(),
+    *PRUNE_PAIRS.values(),
+    *PRUNE_CONTROLS.values(),
+    *ROAR_CONTROLS.values(),
+    ROAR_CLOSER,
+)  # every claim the four notebooks make
+
+# %% ../../nbs/papers/01_distillation.ipynb #c1a1d005
+_ROAR_MARGIN = 5.0  # mAP points above random scores' mAP the unmasked retrained classifier needs (label-prior check)
+
+
+def _means(cmp: dict) -> str:
+    return " vs ".join(f"{who} {np.nanmean(v):.2f}" if len(v) else f"{who} —" for who, v in cmp["values"].items())
+
+
+def _compared_why(result: Result, c: dict) -> str:
+    "Diagnosis of a comparison: the collapsed seeds, a noisy measure, or per-seed differences that straddle zero (from `raw['compared']`)."
+    cmp = result.raw.get("compared", {}).get(c["key"])
+    if cmp is None:
+        return ""
+    dropped = [f"{who}, seed {s}: {why}" for who, ws in cmp["collapsed"].items() for s, why in zip(result.run.seeds, ws) if why]
+    if dropped:
+        return f"models collapsed on some seeds ({'; '.join(dropped)}); {_means(cmp)}"
+    if c["verdict"] == "not evaluable":
+        return f"fewer than 2 seeds to compare; {_means(cmp)}"
+    spread = f"effect {c['effect']:+.2f} ± {c['se']:.2f} over {c['n']} seeds"
+    if cmp["measure"] == "Point Acc":
+        return f"Point Acc is one arg-max pixel per pair, a noisy measure ({spread}); {_means(cmp)}"
+    if c["verdict"] == "fails":
+        return f"the effect points the other way ({spread}); {_means(cmp)}"
+    return f"the per-seed differences straddle zero ({spread}); {_means(cmp)}"
+
+
+def _teacher_why(result: Result, c: dict) -> str:
+    "Diagnosis of 'the teacher is best': on how many seeds the best student matches or beats the teacher."
+    cmp = result.raw["compared"][c["key"]]
+    t, best = cmp["values"]["teacher"][0], cmp["values"]["best student"]
+    if c["verdict"] == "not evaluable" or not best:
+        return _compared_why(result, c)
+    beat = sum(b >= t for b in best)
+    return f"the best student matches or beats the teacher on {beat} of {len(best)} seeds; {_means(cmp)}"
+
+
+def _roar_why(result: Result, c: dict) -> str:
+    "Diagnosis of a ROAR claim: the retrained classifier near the label prior with nothing removed, else the comparison."
+    base, prior = result.raw["no_removal_map"], result.raw["chance_map"]
+    if base < prior + _ROAR_MARGIN:
+        return (
+            f"the retrained classifier is near the label prior with nothing removed: mAP {base:.1f} against random scores' "
+            f"{prior:.1f} (needs {_ROAR_MARGIN:g} points more)"
+        )
+    return _compared_why(result, c)
+
+
+RULES = {"t1": _compared_why, "t1/teacher-best": _teacher_why, "t2": _compared_why, "prune": _compared_why, "roar": _roar_why}
+
 # %% ../../nbs/papers/01_distillation.ipynb #65eb97f0
 _PAPER = dict(
     data="voc2012",
+    model_name="VGG-16-BN on VOC 2012",  # the stand-ins, as the results name them
+    threads=None,  # torch threads `setup` sets (None: torch's default)
     n_train=None,
     n_test=None,
     size=227,
@@ -202,6 +422,8 @@ BUDGETS = {
     # built-in toy data, minutes: exercises every code path, not evidence
     "smoke": dict(
         data="shapes",
+        model_name="VGG-16-BN layout (from scratch, width/8) on shapes() toy data",
+        threads=1,
         n_train=512,
         n_test=128,
         size=32,
@@ -239,6 +461,8 @@ BUDGETS = {
     # background) and its 6-conv VGG-BN teacher at width ÷2; x2 (main), x4, x8 students distilled on all 8,000 training mosaics
     "cpu": dict(
         data="fashion_mosaics",
+        model_name="the zoo's Mosaic VGG-6-BN/2 on Fashion mosaics v2 (stand-in for VGG-16-BN on VOC)",
+        threads=None,
         n_train=zoo.MOSAICS["n_train"],
         n_test=zoo.MOSAICS["n_test"],
         size=zoo.MOSAICS["size"],
@@ -301,11 +525,6 @@ PAPER_FILES = {
     for name in ("distill_pruning", "distill_rebuttal_table1", "distill_rebuttal_table2", "distill_roar")
 }
 WEIGHT_FILES = [WeightFile(TEACHER_FILE, vgg16_voc)]  # the VOC teacher: a state dict of `vgg16_voc()`
-_MODEL_NAMES = {
-    "smoke": "VGG-16-BN layout (from scratch, width/8) on shapes() toy data",
-    "cpu": "the zoo's Mosaic VGG-6-BN/2 on Fashion mosaics v2 (stand-in for VGG-16-BN on VOC)",
-    "paper": "VGG-16-BN on VOC 2012",
-}
 
 
 def _arch(arch: str, num_classes: int, width: int, in_channels: int, size: int) -> tuple[Callable, dict]:
@@ -348,10 +567,9 @@ def _row(r: dict, collapsed: str = "", name: str = "gradcam") -> dict:
 
 # %% ../../nbs/papers/01_distillation.ipynb #3c5ec418
 @dataclass(repr=False)
-class Setup:
-    "The stand-ins and data of one run of the seed-000 notebooks: the teacher with its test mAP / F1, the data sets, and the students' cache (see `setup`)."
+class Setup(experiment.Setup):
+    "The stand-ins and data of one run of the seed-000 notebooks: the teacher with its test mAP / F1, the data sets, and the students' cache (see `setup`); at cpu the zoo's teacher is a stand-in with its floor (`stand_ins`)."
 
-    run: Run
     teacher: nn.Module
     train_set: Dataset
     eval_set: Dataset  # test images with masks: AUC and Point Acc (and mAP / F1 without `cls_eval_set`)
@@ -362,51 +580,28 @@ class Setup:
     teacher_recipe: dict
     chance_map: float  # mAP of random scores: the label prior's level
     teacher_scores: dict = field(default_factory=dict)  # the teacher's test mAP, per-class mAP and F1 (×100)
-    floor: str | None = None  # cpu: why the claims are not evaluable when the zoo's teacher is under its floor
     memory: dict | None = None  # the students' cache in memory (the dry run), else the disk cache
     histories: dict = field(default_factory=dict)
 
     @property
     def cfg(self) -> dict:
+        "The run's budget row."
         return self.run.budget
 
-    @property
-    def seeds(self) -> list[int]:
-        return self.run.seeds
-
-    @property
-    def device(self) -> torch.device:
-        return self.run.dev
-
-    @property
-    def num_classes(self) -> int:
-        return self.cfg["num_classes"]
-
-    @property
-    def data_name(self) -> str:
-        return self.cfg["data"]
-
-    @property
-    def model_name(self) -> str:
-        return _MODEL_NAMES[self.run.scale]
-
-    def describe(self) -> str:
-        "The stand-ins with their test accuracy, the data, seeds, layers and the student recipe."
+    def lines(self) -> list[str]:
+        "The teacher with its test mAP / F1, the students' recipe and the data."
         C, T = self.cfg, self.teacher_scores
-        return (
-            f"teacher ({C['arch']}, width 1/{C['teacher_width']}): test mAP {T.get('mAP', nan):.2f}, F1 {T.get('F1', nan):.2f} "
-            f"(label prior's mAP {self.chance_map:.2f})\nstudents: { ({w: f'1/{d}' for w, d in C['widths'].items()}) }, main "
-            f"{C['main']}; matching at {C['match']}, Grad-CAM at {C['eval_layer']}; λ = {C['lam']}, warm-up {C['warmup']} "
-            f"epochs, {C['epochs']} epochs\ndata: {self.data_name} ({len(self.distill_set)} distillation, {len(self.eval_set)} "
-            f"test images) | seeds: {self.seeds}" + (" | DRY RUN" if self.run.dry_run else "")
-        )
-
-    def __repr__(self) -> str:
-        return self.describe()
+        return [
+            f"- teacher: {C['model_name']} ({C['arch']}, width 1/{C['teacher_width']}): test mAP {T.get('mAP', nan):.2f}, "
+            f"F1 {T.get('F1', nan):.2f} (label prior's mAP {self.chance_map:.2f})",
+            f"- students: { ({w: f'1/{d}' for w, d in C['widths'].items()}) }, main {C['main']}; matching at {C['match']}, "
+            f"Grad-CAM at {C['eval_layer']}; λ = {C['lam']}, warm-up {C['warmup']} epochs, {C['epochs']} epochs, lr {C['lr']}",
+            f"- data: {C['data']} ({len(self.distill_set)} distillation, {len(self.eval_set)} test images)",
+        ]
 
     def net(self, width: int) -> nn.Module:
         "A fresh (seeded by the caller) network of this run's architecture at width divisor `width`."
-        fn, config = _arch(self.cfg["arch"], self.num_classes, width, self.cfg["in_channels"], self.cfg["size"])
+        fn, config = _arch(self.cfg["arch"], self.cfg["num_classes"], width, self.cfg["in_channels"], self.cfg["size"])
         return fn(**config)
 
     def student_spec(
@@ -425,7 +620,7 @@ class Setup:
         width = width or C["main"]
         if width not in C["widths"]:
             raise ValueError(f"`width` must be one of {list(C['widths'])}, got {width!r}")
-        fn, config = _arch(C["arch"], self.num_classes, C["widths"][width], C["in_channels"], C["size"])
+        fn, config = _arch(C["arch"], C["num_classes"], C["widths"][width], C["in_channels"], C["size"])
         recipe = dict(
             method=variant,
             layer=C["match"],
@@ -486,7 +681,7 @@ class Setup:
                     drop_percent=r["drop_percent"],
                     warmup=r["warmup"],
                     seed=s,
-                    device=self.device,
+                    device=self.dev,
                     progress=False,
                     channels_last=r["channels_last"],
                 ),
@@ -496,7 +691,7 @@ class Setup:
         net, hist = cached(f"{fn.__module__}.{fn.__qualname__}", spec, build, fit, s, memory=self.memory)
         r = spec["recipe"]
         self.histories[variant, width or self.cfg["main"], r["transfer_weight"], s, head_init, r["warmup"]] = hist
-        return net.to(self.device).eval()
+        return net.to(self.dev).eval()
 
     def loss_terms(self, variant: str, width: str | None = None, lam: float | None = None) -> dict:
         "Last-epoch task loss and λ·matching loss of the `variant` students, mean over the seeds distilled or loaded here."
@@ -514,9 +709,9 @@ class Setup:
         maps = dict(maps) if maps is not None else {"gradcam": {"layer": self.cfg["eval_layer"], "channels": "one"}}
         if controls:
             maps |= {"random": {}, "intensity": {"method": intensity_map}}
-        r = evaluate_compression(net, self.eval_set, maps=maps, device=self.device)
+        r = evaluate_compression(net, self.eval_set, maps=maps, device=self.dev)
         if self.cls_eval_set is not None:  # VOC: the classification measures on the Main val list
-            cls = evaluate_compression(net, self.cls_eval_set, maps={}, device=self.device)
+            cls = evaluate_compression(net, self.cls_eval_set, maps={}, device=self.dev)
             r |= {k: v for k, v in cls.items() if k in ("mAP", "mAP_class", "F1")}
         return r
 
@@ -532,13 +727,13 @@ class Setup:
         return _row(r, self.collapsed(r), name)
 
 # %% ../../nbs/papers/01_distillation.ipynb #45d18f26
-def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tuple[nn.Module, str, dict, str | None]:
-    "The teacher, its identity in the students' cache keys, its recipe and the not-evaluable reason when it is under its floor: loaded from `weights` with VOC, the zoo's `ZOO_TEACHER` at cpu, else trained through `train_cached`."
+def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tuple[nn.Module, str, dict, dict]:
+    "The teacher, its identity in the students' cache keys, its recipe and the stand-ins with a floor (the zoo's teacher): loaded from `weights` with VOC, the zoo's `ZOO_TEACHER` at cpu, else trained through `train_cached`."
     C = run.budget
     if C["data"] == "fashion_mosaics":
         t, e = zoo.get(ZOO_TEACHER, run.seed, run.data_root, run.dev), zoo.ZOO[ZOO_TEACHER]
-        why = zoo.floor_reason([t], f"the teacher ({ZOO_TEACHER})")
-        return t.model, cache_key(f"attribkit.models.{e.model}", e.config, e.data, e.recipe, run.seed), e.recipe, why
+        floor = {f"the teacher ({ZOO_TEACHER})": {"metric": t.metric, "values": [t.value], "floor": t.floor}}
+        return t.model, cache_key(f"attribkit.models.{e.model}", e.config, e.data, e.recipe, run.seed), e.recipe, floor
     fn, config = _arch(C["arch"], C["num_classes"], C["teacher_width"], C["in_channels"], C["size"])
     if C["data"] == "voc2012":
         path = run.weights_path(TEACHER_FILE)
@@ -549,12 +744,12 @@ def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tupl
             )
         teacher = fn(**config)
         load_weights(teacher, path, "VOC teacher (`weights`)", expected=f"attribkit.models.{fn.__name__}(**{config})")
-        return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}, None
+        return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}, {}
     recipe = dict(
         epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce", schedule="cosine"
     )
     teacher, _ = train_cached(fn, config, xy_train, data_key, recipe, seed=run.seed, device=run.dev, progress=progress)
-    return teacher, cache_key(fn, config, data_key, recipe, run.seed), recipe, None
+    return teacher, cache_key(fn, config, data_key, recipe, run.seed), recipe, {}
 
 
 def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
@@ -586,11 +781,11 @@ def setup(run: Run, progress: bool = False) -> Setup:
     from attribkit.metrics import multilabel_map
 
     C = run.budget
-    if run.scale == "smoke":
-        torch.set_num_threads(1)
+    if C["threads"] is not None:
+        torch.set_num_threads(C["threads"])
     train_set, eval_set, cls_eval, data_key = _data(run)
     xy_train = TensorDataset(*train_set.tensors[:2]) if isinstance(train_set, TensorDataset) else train_set
-    teacher, teacher_key, teacher_recipe, floor = _teacher(run, xy_train, data_key, progress)
+    teacher, teacher_key, teacher_recipe, stand_ins = _teacher(run, xy_train, data_key, progress)
     teacher.to(run.dev).eval()
     y = _labels(cls_eval if cls_eval is not None else eval_set)
     g = torch.Generator().manual_seed(run.seed)  # mAP of random scores: the label prior's level
@@ -607,7 +802,7 @@ def setup(run: Run, progress: bool = False) -> Setup:
         teacher_recipe,
         chance,
         memory={} if run.dry_run else None,
-        floor=floor,
+        stand_ins=stand_ins,
     )
     S.teacher_scores = S.scores(teacher, maps={})  # no map: draws nothing from the global RNG
     return S
@@ -648,26 +843,15 @@ def _tiny_setup(seeds: int = 2, n: int = 16, **knobs) -> Setup:
     return S
 
 # %% ../../nbs/papers/01_distillation.ipynb #84e2b869
-def _seed_claim(key: str, text: str, effects, detail: str, pc: str, role: str = "evidence") -> dict:
-    "A claim from one effect per seed (trained models compared: the unit is the seed, `claims.unit_effects`), serving registry claim `pc` in `role`."
+def _seed_claim(spec: ClaimSpec, effects, detail: str) -> dict:
+    "`spec` judged from one effect per seed (trained models compared: the unit is the seed, `claims.unit_effects`)."
     e, units = unit_effects([[float(x)] for x in np.asarray(effects, dtype=np.float64).ravel()], compare="models")
-    return claim(key, text, e, units=units, detail=detail, paper_claim=pc, role=role)
+    return spec.judge(e, units=units, detail=detail)
 
 
-def _compare(
-    compared: dict,
-    key: str,
-    text: str,
-    runs_a: list[dict],
-    runs_b: list[dict],
-    k: str,
-    a: str,
-    b: str,
-    pc: str,
-    role: str = "evidence",
-) -> dict:
-    "Claim `a ≥ b` on measure `k`, one effect per seed; seeds where either model collapsed drop out; what was compared goes to `compared[key]`."
-    compared[key] = {
+def _compare(compared: dict, spec: ClaimSpec, runs_a: list[dict], runs_b: list[dict], k: str, a: str, b: str) -> dict:
+    "`spec` ('a ≥ b' on measure `k`) judged with one effect per seed; seeds where either model collapsed drop out; what was compared goes to `compared[spec.key]`."
+    compared[spec.key] = {
         "measure": k,
         "values": {a: [float(r[k]) for r in runs_a], b: [float(r[k]) for r in runs_b]},
         "collapsed": {a: [r["collapsed"] for r in runs_a], b: [r["collapsed"] for r in runs_b]},
@@ -676,66 +860,11 @@ def _compare(
     dropped = len(runs_a) - len(ok)
     if len(ok) < 2:
         why = "; ".join(f"{n}: {r['collapsed']}" for n, rs in ((a, runs_a), (b, runs_b)) for r in rs if r["collapsed"])
-        return not_evaluable(
-            key,
-            text,
-            "fewer than 2 seeds with both models predicting" + (f" ({why})" if why else ""),
-            n=len(ok),
-            paper_claim=pc,
-            role=role,
-        )
+        why = "fewer than 2 seeds with both models predicting" + (f" ({why})" if why else "")
+        return spec.judge(effect=nan, se=nan, n=len(ok), not_evaluable=why)
     ea, eb = [runs_a[i][k] for i in ok], [runs_b[i][k] for i in ok]
     detail = f"{a} {np.nanmean(ea):.2f} vs {b} {np.nanmean(eb):.2f}, paired by seed"
-    return _seed_claim(
-        key, text, np.subtract(ea, eb), detail + (f"; {dropped} collapsed seed(s) dropped" if dropped else ""), pc, role
-    )
-
-
-def _means(cmp: dict) -> str:
-    return " vs ".join(f"{who} {np.nanmean(v):.2f}" if len(v) else f"{who} —" for who, v in cmp["values"].items())
-
-
-def _compared_why(result: Result, c: dict) -> str:
-    "Diagnosis of a comparison: the collapsed seeds, a noisy measure, or per-seed differences that straddle zero (from `extra['compared']`)."
-    cmp = result.extra["compared"].get(c["key"])
-    if cmp is None:
-        return ""
-    dropped = [f"{who}, seed {s}: {why}" for who, ws in cmp["collapsed"].items() for s, why in zip(result.run.seeds, ws) if why]
-    if dropped:
-        return f"models collapsed on some seeds ({'; '.join(dropped)}); {_means(cmp)}"
-    if c["verdict"] == "not evaluable":
-        return f"fewer than 2 seeds to compare; {_means(cmp)}"
-    spread = f"effect {c['effect']:+.2f} ± {c['se']:.2f} over {c['n']} seeds"
-    if cmp["measure"] == "Point Acc":
-        return f"Point Acc is one arg-max pixel per pair, a noisy measure ({spread}); {_means(cmp)}"
-    if c["verdict"] == "fails":
-        return f"the effect points the other way ({spread}); {_means(cmp)}"
-    return f"the per-seed differences straddle zero ({spread}); {_means(cmp)}"
-
-
-def _teacher_why(result: Result, c: dict) -> str:
-    "Diagnosis of 'the teacher is best': on how many seeds the best student matches or beats the teacher."
-    cmp = result.extra["compared"][c["key"]]
-    t, best = cmp["values"]["teacher"][0], cmp["values"]["best student"]
-    if c["verdict"] == "not evaluable" or not best:
-        return _compared_why(result, c)
-    beat = sum(b >= t for b in best)
-    return f"the best student matches or beats the teacher on {beat} of {len(best)} seeds; {_means(cmp)}"
-
-
-def _roar_why(result: Result, c: dict) -> str:
-    "Diagnosis of a ROAR claim: the retrained classifier near the label prior with nothing removed, else the comparison."
-    base, prior = result.extra["no_removal_map"], result.extra["chance_map"]
-    if base < prior + _ROAR_MARGIN:
-        return (
-            f"the retrained classifier is near the label prior with nothing removed: mAP {base:.1f} against random scores' "
-            f"{prior:.1f} (needs {_ROAR_MARGIN:g} points more)"
-        )
-    return _compared_why(result, c)
-
-
-_ROAR_MARGIN = 5.0  # mAP points above random scores' mAP the unmasked retrained classifier needs (label-prior check)
-RULES = {"t1": _compared_why, "t1/teacher-best": _teacher_why, "t2": _compared_why, "prune": _compared_why, "roar": _roar_why}
+    return _seed_claim(spec, np.subtract(ea, eb), detail + (f"; {dropped} collapsed seed(s) dropped" if dropped else ""))
 
 
 def _storable(v):
@@ -747,34 +876,26 @@ def _storable(v):
     return v
 
 
-def _result(
-    S: Setup,
-    table: dict,
-    cols: list,
-    title: str,
-    decimals: int,
-    measured: dict,
-    claims: list,
-    compared: dict,
-    extra: dict,
-    paper: dict | None = None,
-    notes: tuple = (),
-) -> Result:
-    "The step's `Result`: the paper-shaped table (then `notes`), measured cells, claims, and the diagnoses by `RULES`."
+def _table_md(table: dict, cols: list, title: str, decimals: int, paper: dict | None = None, controls: dict | None = None) -> str:
+    "The paper-shaped markdown table: `table`'s rows, then the `controls` rows, ours ± se beside the paper's values."
     from attribkit.results import paper_table
 
-    md = paper_table(table, paper or {}, cols=cols, title=title, decimals=decimals)
-    extra = dict(data=S.data_name, model=S.model_name, seeds=S.seeds) | extra | dict(table=table, title=title, compared=compared)
-    if S.floor:  # the zoo's teacher under its floor: every claim rests on it
-        claims = [made_not_evaluable(c, S.floor) for c in claims]
+    return paper_table(table | (controls or {}), paper or {}, cols=cols, title=title, decimals=decimals)
+
+
+def _result(S: Setup, tables: list, measured: dict, claims: list, compared: dict, extra: dict, paper=None, raw=None) -> Result:
+    "The step's `Result`: `tables` (markdown), measured cells, claims (each not evaluable with a stand-in under its floor, then gated), and the diagnoses by `RULES`."
+    for why in S.under_floor().values():  # the zoo's teacher under its floor: every claim rests on it
+        claims = [made_not_evaluable(c, why) for c in claims]
     res = Result(
         S.run,
-        tables=[md, *notes],
+        tables=tables,
         measured={k: _storable(v) for k, v in measured.items()},
         paper=_flat(paper or {}),
-        claims=claims,
-        extra=extra,
-        stand_ins={f"teacher ({S.model_name}), test mAP": S.teacher_scores["mAP"] / 100},
+        claims=gate(claims),
+        extra=dict(data=S.cfg["data"], model=S.cfg["model_name"], seeds=S.seeds) | extra | dict(compared=compared),
+        stand_ins={f"teacher ({S.cfg['model_name']}), test mAP": S.teacher_scores["mAP"] / 100},
+        raw=dict(compared=compared) | (raw or {}),
     )
     diagnose(res, RULES)
     return res
@@ -787,7 +908,7 @@ def _first_batch_ratio(S: Setup, head_init: str, lam: float, s: int) -> tuple[fl
     "‖∇ λ·matching‖ / ‖∇ KD‖ over the student's parameters at initialisation on the first 32 training images, and the median ‖m_s‖."
     C = S.cfg
     torch.manual_seed(s)
-    net = S.net(C["widths"][C["main"]]).to(S.device).train()
+    net = S.net(C["widths"][C["main"]]).to(S.dev).train()
     if head_init == "default":
         for m in net.modules():
             if isinstance(m, nn.Linear):
@@ -797,8 +918,8 @@ def _first_batch_ratio(S: Setup, head_init: str, lam: float, s: int) -> tuple[fl
         x, y = S.train_set.tensors[0][:n], S.train_set.tensors[1][:n]
     else:
         x, y, *_ = next(iter(torch.utils.data.DataLoader(S.train_set, batch_size=n)))
-    x, y = x.to(S.device), y.to(S.device)
-    zt, At, alpha = (t.to(S.device) for t in teacher_targets(S.teacher, C["match"], x, device=S.device))
+    x, y = x.to(S.dev), y.to(S.dev)
+    zt, At, alpha = (t.to(S.dev) for t in teacher_targets(S.teacher, C["match"], x, device=S.dev))
     tm = torch.relu((alpha * At).sum(1, keepdim=True))
     zs, As = forward_with_activation(net, C["match"], x)
     sm = swa_map(zs, As, zt.argmax(1), create_graph=True)
@@ -859,7 +980,7 @@ def _sweep_note(S: Setup, sweep: dict) -> str:
     ok = [n for n, v in sweep.items() if n.startswith("fixed") and v["collapsed"] == 0]
     out += (
         f"The matching loss is a mean over the map's pixels, so λ on this scale's {S.cfg['match']} map weighs differently than on "
-        f"the paper's 7×7 map, against a KD term over {S.num_classes} classes and {S.cfg['epochs']} epochs. λ values whose "
+        f"the paper's 7×7 map, against a KD term over {S.cfg['num_classes']} classes and {S.cfg['epochs']} epochs. λ values whose "
         f"students keep predicting: {', '.join(ok) or 'none'}; this scale uses λ = {S.cfg['lam']:g}"
     )
     main = sweep.get(f"fixed start, λ = {S.cfg['lam']:g}")
@@ -879,192 +1000,132 @@ def _pick(names, allowed, what: str) -> list:
     return [n for n in allowed if n in names]
 
 
-def _table1_claims(S: Setup, V: list, teacher: dict, runs: dict, rand: dict, controls: dict, compared: dict) -> list[dict]:
-    "Teacher best; SSWA ≥ SWA ≥ EWA ≥ Naive-KD on AUC and Point Acc; the mAP/F1 cost; other widths; random and intensity controls (each where its variants ran)."
-    MAIN, claims = S.cfg["main"], []
-    for k in MEASURES:
-        key, text = f"t1/teacher-best/{_slug(k)}", f"The full teacher's {k} is above every {MAIN} student's"
-        ok = [i for i in range(len(S.seeds)) if not any(runs[MAIN, l][i]["collapsed"] for l in V)]
-        best = [max(runs[MAIN, l][i][k] for l in V) for i in ok]
-        compared[key] = {
-            "measure": k,
-            "values": {"teacher": [float(teacher[k])], "best student": [float(b) for b in best]},
-            "collapsed": {l: [r["collapsed"] for r in runs[MAIN, l]] for l in V},
-        }
-        pc = "distill/no-accuracy-cost" if k in ("mAP", "F1") else "distill/sswa-preserves-attribution"
-        if len(ok) < 2:
-            claims.append(
-                not_evaluable(
-                    key, text, "fewer than 2 seeds with all students predicting", n=len(ok), paper_claim=pc, role="diagnostic"
-                )
-            )
-            continue
-        claims.append(
-            _seed_claim(
-                key,
-                text,
-                teacher[k] - np.array(best),
-                f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)",
-                pc,
-                "diagnostic",
-            )
-        )
-
-    def cmp(key, text, a, b, k, pc, role="evidence", w=MAIN):
-        return _compare(compared, key, text, runs[w, a], runs[w, b], k, a, b, pc, role)
-
-    pairs = {
-        ("SSWA", "SWA"): ("distill/stochastic-matching", "evidence"),
-        ("SWA", "EWA"): ("distill/swa-over-ewa", "evidence"),
-        ("EWA", "Naive-KD"): ("distill/swa-over-ewa", "diagnostic"),
-        ("SSWA", "Naive-KD"): ("distill/sswa-preserves-attribution", "evidence"),
-    }
-    for k in ("AUC", "Point Acc"):
-        for (a, b), (pc, role) in pairs.items():
-            if a in V and b in V:
-                claims.append(
-                    cmp(
-                        f"t1/{_slug(a)}-over-{_slug(b)}/{_slug(k)}",
-                        f"{MAIN} students: {a}'s Grad-CAM {k} >= {b}'s",
-                        a,
-                        b,
-                        k,
-                        pc,
-                        role,
-                    )
-                )
-    if "SSWA" in V and "Naive-KD" in V:
-        for k in ("mAP", "F1"):
-            claims.append(
-                cmp(
-                    f"t1/sswa-no-cost/{_slug(k)}",
-                    f"{MAIN} students: SSWA costs no {k} (SSWA's {k} >= Naive-KD's)",
-                    "SSWA",
-                    "Naive-KD",
-                    k,
-                    "distill/no-accuracy-cost",
-                )
-            )
-        for w in S.cfg["widths"]:
-            if w != MAIN and (w, "SSWA") in runs:
-                claims.append(
-                    cmp(
-                        f"t1/sswa-over-naive-kd/auc/{w}",
-                        f"{w} students: SSWA's Grad-CAM AUC >= Naive-KD's",
-                        "SSWA",
-                        "Naive-KD",
-                        "AUC",
-                        "distill/sswa-preserves-attribution",
-                        w=w,
-                    )
-                )
-    for label in [l for l in ("SSWA", "Naive-KD") if l in V]:  # controls: the maps must beat a random map and the input intensity
-        alive = [dict(r, collapsed="") for r in runs[MAIN, label] if not r["collapsed"]]
-        rnd = [dict(rand[label][i], collapsed="") for i, r in enumerate(runs[MAIN, label]) if not r["collapsed"]]
-        key = f"t1/control/random/{_slug(label)}"
-        compared[key] = {
-            "measure": "AUC",
-            "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "random map": [r["AUC"] for r in rnd]},
-            "collapsed": {label: [r["collapsed"] for r in runs[MAIN, label]]},
-        }
-        claims.append(
-            _seed_claim(
-                key,
-                f"Control: the {MAIN} {label} students' Grad-CAM AUC is above a random map's",
-                np.array([r["AUC"] for r in alive]) - [r["AUC"] for r in rnd],
-                f"random map AUC {np.mean([r['AUC'] for r in rnd]) if rnd else nan:.2f} (a fresh draw per call)",
-                "distill/sswa-preserves-attribution",
-                "control",
-            )
-        )
-        iw = controls["input intensity"]["AUC"]
-        key = f"t1/control/intensity-image/{_slug(label)}"
-        compared[key] = {
-            "measure": "AUC",
-            "values": {f"{label} Grad-CAM": [r["AUC"] for r in alive], "input intensity": [iw]},
-            "collapsed": {},
-        }
-        claims.append(
-            _seed_claim(
-                key,
-                f"Control: the {MAIN} {label} students' Grad-CAM AUC (whole image, the paper's metric) is above the input intensity's",
-                np.array([r["AUC"] for r in alive]) - iw,
-                f"intensity map AUC {iw:.2f}: a failure means the metric prefers a map that ignores the model",
-                "distill/sswa-preserves-attribution",
-                "control",
-            )
-        )
-        ii = controls["input intensity"]["AUC among objects"]
-        key = f"t1/control/intensity/{_slug(label)}"
-        compared[key] = {
-            "measure": "AUC among objects",
-            "values": {f"{label} Grad-CAM": [r["AUC among objects"] for r in alive], "input intensity": [ii]},
-            "collapsed": {},
-        }
-        claims.append(
-            _seed_claim(
-                key,
-                f"The {MAIN} {label} students' Grad-CAM AUC among objects is above the input intensity's",
-                np.array([r["AUC among objects"] for r in alive]) - ii,
-                f"intensity map AUC among objects {ii:.2f} (pixels of the image's objects only: separates objects, not object from background)",
-                "distill/sswa-preserves-attribution",
-                "diagnostic",
-            )
-        )
-    return claims
-
-
 def table1_students(S: Setup, variants, widths) -> list[tuple[str, str]]:
     "Rebuttal Table 1's students as (width, variant label): every one of `variants` at the main width, Naive-KD and SSWA at the other `widths`."
     return [(w, v) for w in widths for v in variants if w == S.cfg["main"] or v in ("Naive-KD", "SSWA")]
 
 
-def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAMBDAS) -> Result:
-    "Rebuttal Table 1: the teacher and the students of `variants` (main width) and Naive-KD / SSWA (each of `widths`), with controls, claims and the λ sweep over `lambdas`."
+def _t1_measure(S: Setup, V: list, W: list) -> tuple[dict, dict, dict, dict]:
+    "The teacher's row, its controls' rows, each student's rows (width, label) → one per seed, and the main-width students' random-map rows."
+    MAIN = S.cfg["main"]
+    T = S.scores(S.teacher, controls=True)
+    teacher, controls = S.row(T), {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}
+    runs, rand = {}, {}
+    for w, label in table1_students(S, V, W):
+        res = [S.scores(S.student(s, METHODS[label], w), controls=(w == MAIN)) for s in S.seeds]
+        runs[w, label] = [S.row(r) for r in res]
+        if w == MAIN:
+            rand[label] = [S.row(r, "random") for r in res]
+    return teacher, controls, runs, rand
+
+
+def _t1_table(S: Setup, teacher: dict, controls: dict, runs: dict) -> tuple[dict, dict, dict]:
+    "Rebuttal Table 1's rows (the teacher, the main-width students, the other widths'), the teacher's control rows, and the measured cells."
+    MAIN, keys = S.cfg["main"], MEASURES + ("AUC among objects", "mAP (per class)")
+    measured = {f"Full (Teacher) {k}": teacher[k] for k in keys}
+    measured |= {f"Teacher's {c} {k}": r[k] for c, r in controls.items() for k in ("AUC", "Point Acc", "AUC among objects")}
+    table = {"Full (Teacher)": {k: teacher[k] for k in keys}}
+    for w, label in sorted(runs, key=lambda wl: wl[0] != MAIN):  # the main width's rows first
+        rs, row = runs[w, label], label if w == MAIN else f"{w} {label}"
+        table[row] = {k: mean_se([r[k] for r in rs]) for k in keys}
+        measured |= {f"{row} {k}": v for k, v in table[row].items()}
+        measured[f"{row} collapsed seeds"] = sum(bool(r["collapsed"]) for r in rs)
+    ctl = {f"Teacher's {c} (control)": {k: r[k] for k in ("AUC", "Point Acc", "AUC among objects")} for c, r in controls.items()}
+    return table, ctl, measured
+
+
+def _t1_teacher_claims(S: Setup, V: list, teacher: dict, runs: dict, compared: dict) -> list[dict]:
+    "`T1_TEACHER` judged: the teacher minus the best main-width student per seed (seeds where a student collapsed drop out)."
+    MAIN, out = S.cfg["main"], []
+    ok = [i for i in range(len(S.seeds)) if not any(runs[MAIN, l][i]["collapsed"] for l in V)]
+    for k, spec in T1_TEACHER.items():
+        best = [max(runs[MAIN, l][i][k] for l in V) for i in ok]
+        compared[spec.key] = {
+            "measure": k,
+            "values": {"teacher": [float(teacher[k])], "best student": [float(b) for b in best]},
+            "collapsed": {l: [r["collapsed"] for r in runs[MAIN, l]] for l in V},
+        }
+        if len(ok) < 2:
+            why = "fewer than 2 seeds with all students predicting"
+            out.append(spec.judge(effect=nan, se=nan, n=len(ok), not_evaluable=why))
+            continue
+        detail = f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)"
+        out.append(_seed_claim(spec, teacher[k] - np.array(best), detail))
+    return out
+
+
+def _t1_pair_claims(S: Setup, V: list, W: list, runs: dict, compared: dict) -> list[dict]:
+    "`T1_PAIRS` on the main-width students and `T1_WIDTHS` on the other widths of `W`, each not evaluable when it needs a dropped variant."
+    MAIN, present = S.cfg["main"], _needs(*V)
+    out = [
+        spec.missing(present) or _compare(compared, spec, runs[MAIN, a], runs[MAIN, b], k, a, b)
+        for (a, b, k), spec in T1_PAIRS.items()
+    ]
+    for w in [w for w in W if w != MAIN]:
+        spec = T1_WIDTHS[w]
+        out.append(
+            spec.missing(present) or _compare(compared, spec, runs[w, "SSWA"], runs[w, "Naive-KD"], "AUC", "SSWA", "Naive-KD")
+        )
+    return out
+
+
+_T1_NOTES = {  # the measurement note of each control: the control's value
+    "random": "random map AUC {:.2f} (a fresh draw per call)",
+    "intensity-image": "intensity map AUC {:.2f}: a failure means the metric prefers a map that ignores the model",
+    "intensity": "intensity map AUC among objects {:.2f} (pixels of the image's objects only: separates objects, not object from background)",
+}
+
+
+def _t1_control_claims(S: Setup, V: list, runs: dict, rand: dict, controls: dict, compared: dict) -> list[dict]:
+    "`T1_CONTROLS`: the main-width students' Grad-CAM (seeds that did not collapse) against a random map (per seed) and the teacher's input intensity."
+    MAIN, present, out = S.cfg["main"], _needs(*V), []
+    for (label, c), spec in T1_CONTROLS.items():
+        if miss := spec.missing(present):
+            out.append(miss)
+            continue
+        m, ctl, _, _ = CONTROLS[c]
+        alive = [i for i, r in enumerate(runs[MAIN, label]) if not r["collapsed"]]
+        a = [runs[MAIN, label][i][m] for i in alive]
+        b = [rand[label][i][m] for i in alive] if ctl == "random map" else [controls[ctl][m]]
+        compared[spec.key] = {
+            "measure": m,
+            "values": {f"{label} Grad-CAM": a, ctl: b},
+            "collapsed": {label: [r["collapsed"] for r in runs[MAIN, label]]} if ctl == "random map" else {},
+        }
+        effects = np.array(a) - (b if ctl == "random map" else b[0])
+        out.append(_seed_claim(spec, effects, _T1_NOTES[c].format(np.mean(b) if b else nan)))
+    return out
+
+
+def _t1_check(S: Setup, variants, widths) -> tuple[list, list]:
+    "`variants` and `widths` checked against `VARIANTS` and the budget's widths, the main width among them."
     C, MAIN = S.cfg, S.cfg["main"]
     V = _pick(variants, VARIANTS, "variants")
     W = _pick(list(C["widths"]) if widths is None else widths, C["widths"], "widths")
     if MAIN not in W:
         raise ValueError(f"`widths` must include the main width {MAIN!r} (the paper's table); got {list(widths)}")
-    T = S.scores(S.teacher, controls=True)
-    teacher = S.row(T)
-    controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}
-    runs, rand = {}, {}  # (width, label) -> one row per seed; label -> the random map's rows (main width)
-    for w, label in table1_students(S, V, W):
-        res = [S.scores(S.student(s, VARIANTS[label], w), controls=(w == MAIN)) for s in S.seeds]
-        runs[w, label] = [S.row(r) for r in res]
-        if w == MAIN:
-            rand[label] = [S.row(r, "random") for r in res]
-    keys = MEASURES + ("AUC among objects", "mAP (per class)")
-    measured = {f"Full (Teacher) {k}": teacher[k] for k in keys}
-    measured |= {f"Teacher's {c} {k}": r[k] for c, r in controls.items() for k in ("AUC", "Point Acc", "AUC among objects")}
-    table = {"Full (Teacher)": {k: teacher[k] for k in keys}}
-    for (w, label), rs in runs.items():
-        prefix = label if w == MAIN else f"{w} {label}"
-        table[prefix] = {k: mean_se([r[k] for r in rs]) for k in keys}
-        measured |= {f"{prefix} {k}": v for k, v in table[prefix].items()}
-        measured[f"{prefix} collapsed seeds"] = sum(bool(r["collapsed"]) for r in rs)
+    return V, W
 
-    def other(r):  # rows of the other widths ('x4 SSWA', ...) after the main width's
-        return r.split()[0] in C["widths"]
 
-    table = {r: table[r] for r in sorted(table, key=lambda r: (r != "Full (Teacher)", other(r)))}
-    table |= {
-        f"Teacher's {c} (control)": {k: r[k] for k in ("AUC", "Point Acc", "AUC among objects")} for c, r in controls.items()
-    }
-    losses = {label: S.loss_terms(VARIANTS[label]) for label in V}
+def rebuttal_table1(S: Setup, variants=VARIANTS, widths=None, lambdas=LAMBDAS) -> Result:
+    "Rebuttal Table 1: the teacher and the students of `variants` (main width) and Naive-KD / SSWA (each of `widths`), with controls, claims and the λ sweep over `lambdas`."
+    C, MAIN = S.cfg, S.cfg["main"]
+    V, W = _t1_check(S, variants, widths)
+    teacher, controls, runs, rand = _t1_measure(S, V, W)
+    table, ctl_rows, measured = _t1_table(S, teacher, controls, runs)
+    losses = {label: S.loss_terms(METHODS[label]) for label in V}
     sweep = _lambda_sweep(S, lambdas)
     for name, v in sweep.items():
-        for k in ("mAP", "F1", "AUC"):
-            measured[f"SWA sweep: {name} {k}"] = v[k]
+        measured |= {f"SWA sweep: {name} {k}": v[k] for k in ("mAP", "F1", "AUC")}
         measured[f"SWA sweep: {name} collapsed seeds"] = v["collapsed"]
     compared = {}
-    claims = _table1_claims(S, V, teacher, runs, rand, controls, compared)
-    loss_text = (
-        "Last-epoch losses of the main-width students (mean over seeds): "
-        + "; ".join(f"{l} task {t['task']:.3f}, λ·matching {t['lambda*matching']:.3f}" for l, t in losses.items())
-        + "."
+    claims = _t1_teacher_claims(S, V, teacher, runs, compared) + _t1_pair_claims(S, V, W, runs, compared)
+    claims += _t1_control_claims(S, V, runs, rand, controls, compared)
+    loss_text = "Last-epoch losses of the main-width students (mean over seeds): " + "; ".join(
+        f"{l} task {t['task']:.3f}, λ·matching {t['lambda*matching']:.3f}" for l, t in losses.items()
     )
+    title = f"Rebuttal Table 1 — {C['model_name']}; {MAIN} students, mean ± se over {len(S.seeds)} seed(s)"
+    md = _table_md(table, list(MEASURES) + ["AUC among objects"], title, 2, PAPER_T1, ctl_rows)
     extra = dict(
         final_epoch_losses=losses,
         teacher_recipe=S.teacher_recipe,
@@ -1072,32 +1133,21 @@ def rebuttal_table1(S: Setup, variants=tuple(VARIANTS), widths=None, lambdas=LAM
         lambda_sweep={k: dict(v) for k, v in sweep.items()},
         controls=controls,
         main=MAIN,
-        note=f"{S.run.scale}: {S.data_name} data, teacher {'loaded' if C['data'] == 'voc2012' else 'from scratch'} "
+        note=f"{S.run.scale}: {C['data']} data, teacher {'loaded' if C['data'] == 'voc2012' else 'from scratch'} "
         f"({C['arch']}), final-epoch students",
+        table=table,
+        title=title,
     )
-    title = f"Rebuttal Table 1 — {S.model_name}; {MAIN} students, mean ± se over {len(S.seeds)} seed(s)"
-    return _result(
-        S,
-        table,
-        list(MEASURES) + ["AUC among objects"],
-        title,
-        2,
-        measured,
-        claims,
-        compared,
-        extra,
-        PAPER_T1,
-        notes=(_sweep_note(S, sweep), loss_text),
-    )
+    return _result(S, [md, _sweep_note(S, sweep), loss_text + "."], measured, claims, compared, extra, PAPER_T1)
 
 # %% ../../nbs/papers/01_distillation.ipynb #518ad360
 REACH = {"x2": 5.0, "x4": 10.0}  # cpu: how far (test mAP points) a student of each width may sit under its teacher
 
 
-def student_tasks(S: Setup, variants=tuple(VARIANTS), lambdas=LAMBDAS) -> list[tuple]:
+def student_tasks(S: Setup, variants=VARIANTS, lambdas=LAMBDAS) -> list[tuple]:
     "Every student (seed, variant, width, knobs of `Setup.student`) `rebuttal_table1` distils from `S`'s teacher: Table 1's and the λ sweep's, each once, the widest first."
     C, MAIN = S.cfg, S.cfg["main"]
-    tasks = [(s, VARIANTS[v], w, {}) for w, v in table1_students(S, variants, C["widths"]) for s in S.seeds]
+    tasks = [(s, METHODS[v], w, {}) for w, v in table1_students(S, variants, C["widths"]) for s in S.seeds]
     tasks += [(s, "swa", MAIN, kw) for kw, seeds in _sweep_runs(S, lambdas).values() for s in seeds]
     once = {}
     for s, v, w, kw in tasks:
@@ -1184,25 +1234,21 @@ PRE_PASS = PrePass(
 
 # %% ../../nbs/papers/01_distillation.ipynb #42b140c6
 def _table2_maps(S: Setup) -> dict:
-    "The rebuttal's maps on this scale's layers: EBP, LRP α1β0, FullGrad (for the unreadable third map) and Grad-CAM."
+    "The rebuttal's maps on this scale's layers, label → (registry name, arguments): EBP, LRP α1β0, FullGrad (for the unreadable third map) and Grad-CAM."
     import attribkit.attr.backprop  # registers ebp and lrp
 
     L = S.cfg["eval_layer"]
-    return {
-        "EBP": ("ebp", dict(layer=L)),
-        "LRP a1b0": ("lrp", dict(composite="alpha1beta0")),
-        "FullGrad": ("fullgrad", {}),
-        "Grad-CAM": ("gradcam", dict(layer=L, channels="one")),
+    kw = {
+        "EBP": dict(layer=L),
+        "LRP a1b0": dict(composite="alpha1beta0"),
+        "FullGrad": {},
+        "Grad-CAM": dict(layer=L, channels="one"),
     }
+    return {k: (METHODS[k], kw[k]) for k in TABLE2_MAPS}
 
 
-TABLE2_MAPS = ("EBP", "LRP a1b0", "FullGrad", "Grad-CAM")
-
-
-def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
-    "Rebuttal Table 2: the teacher, Naive-KD and SSWA students (main width, from the cache) under each of `maps`, with controls and claims."
-    ALL = _table2_maps(S)
-    MAPS = {k: ALL[k] for k in _pick(maps, ALL, "maps")}
+def _t2_measure(S: Setup, MAPS: dict) -> dict:
+    "Rows of the teacher (one) and of the main-width Naive-KD and SSWA students (one per seed): per map of `MAPS` and per control."
 
     def scores(net) -> dict:
         r = S.scores(net, maps={n: kw for n, kw in MAPS.values()}, controls=True)
@@ -1213,8 +1259,12 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
 
     runs = {"Full (Teacher)": [scores(S.teacher)]}
     for label in ("Naive-KD", "SSWA"):
-        runs[label] = [scores(S.student(s, VARIANTS[label])) for s in S.seeds]
-    any_map = next(iter(MAPS))  # every map's row carries the model's mAP, F1 and collapse check
+        runs[label] = [scores(S.student(s, METHODS[label])) for s in S.seeds]
+    return runs
+
+
+def _t2_table(MAPS: dict, runs: dict, any_map: str) -> tuple[dict, dict]:
+    "Rebuttal Table 2's rows and the measured cells: AUC, Point Acc and AUC among objects per map and control; the students' F1 and collapsed seeds."
     measured, table = {}, {}
     for who, rs in runs.items():
         table[who] = {}
@@ -1225,91 +1275,80 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
         if who != "Full (Teacher)":
             measured[f"{who} F1"] = mean_se([r[any_map]["F1"] for r in rs])
             measured[f"{who} collapsed seeds"] = sum(bool(r[any_map]["collapsed"]) for r in rs)
-    claims, compared = [], {}
+    return table, measured
+
+
+_T2_NOTES = {
+    "random": "random map: a fresh draw per call",
+    "intensity-image": "intensity: a map that ignores the model",
+    "intensity": "intensity among object pixels only",
+}
+
+
+def _t2_claims(MAPS: dict, runs: dict, any_map: str, compared: dict) -> list[dict]:
+    "`T2_PAIRS` (SSWA ≥ Naive-KD per map) and `T2_CONTROLS` (the SSWA students' maps against the controls); a dropped map's claims not evaluable."
+    present = _needs(*MAPS)
 
     def by_map(label, k):
         return [r[k] | {"collapsed": r[any_map]["collapsed"]} for r in runs[label]]
 
-    other = [k for k in MAPS if k != "Grad-CAM"]  # Grad-CAM's comparison and controls are Table 1's (each number in one notebook)
-    for k in other:
-        for m in ("AUC", "Point Acc"):
-            claims.append(
-                _compare(
-                    compared,
-                    f"t2/sswa-over-naive-kd/{_slug(k)}/{_slug(m)}",
-                    f"SSWA's {k} {m} >= Naive-KD's",
-                    by_map("SSWA", k),
-                    by_map("Naive-KD", k),
-                    m,
-                    "SSWA",
-                    "Naive-KD",
-                    "distill/other-maps",
-                )
-            )
+    out = [
+        spec.missing(present) or _compare(compared, spec, by_map("SSWA", k), by_map("Naive-KD", k), m, "SSWA", "Naive-KD")
+        for (k, m), spec in T2_PAIRS.items()
+    ]
     alive = [i for i, r in enumerate(runs["SSWA"]) if not r[any_map]["collapsed"]]
-    for k in other:  # controls, on the SSWA students
-        for c, m, ctl in (
-            ("random", "AUC", "random map"),
-            ("intensity-image", "AUC", "input intensity"),
-            ("intensity", "AUC among objects", "input intensity"),
-        ):
-            key = f"t2/control/{_slug(k)}/{c}"
-            a, b = [runs["SSWA"][i][k][m] for i in alive], [runs["SSWA"][i][ctl][m] for i in alive]
-            compared[key] = {
-                "measure": m,
-                "values": {f"SSWA {k}": a, ctl: b},
-                "collapsed": {"SSWA": [r[any_map]["collapsed"] for r in runs["SSWA"]]},
-            }
-            text = {
-                "random": f"Control: SSWA's {k} AUC is above a random map's",
-                "intensity-image": f"Control: SSWA's {k} AUC (whole image, the paper's metric) is above the input intensity's",
-                "intensity": f"SSWA's {k} AUC among objects is above the input intensity's",
-            }[c]
-            detail = {
-                "random": "random map: a fresh draw per call",
-                "intensity-image": "intensity: a map that ignores the model",
-                "intensity": "intensity among object pixels only",
-            }[c]
-            claims.append(
-                _seed_claim(
-                    key, text, np.subtract(a, b), detail, "distill/other-maps", "diagnostic" if c == "intensity" else "control"
-                )
-            )
+    for (k, c), spec in T2_CONTROLS.items():
+        if miss := spec.missing(present):
+            out.append(miss)
+            continue
+        m, ctl, _, _ = CONTROLS[c]
+        a, b = [runs["SSWA"][i][k][m] for i in alive], [runs["SSWA"][i][ctl][m] for i in alive]
+        compared[spec.key] = {
+            "measure": m,
+            "values": {f"SSWA {k}": a, ctl: b},
+            "collapsed": {"SSWA": [r[any_map]["collapsed"] for r in runs["SSWA"]]},
+        }
+        out.append(_seed_claim(spec, np.subtract(a, b), _T2_NOTES[c]))
+    return out
+
+
+def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
+    "Rebuttal Table 2: the teacher, Naive-KD and SSWA students (main width, from the cache) under each of `maps`, with controls and claims."
+    ALL = _table2_maps(S)
+    MAPS = {k: ALL[k] for k in _pick(maps, ALL, "maps")}
+    runs = _t2_measure(S, MAPS)
+    any_map = next(iter(MAPS))  # every map's row carries the model's mAP, F1 and collapse check
+    table, measured = _t2_table(MAPS, runs, any_map)
+    compared = {}
+    claims = _t2_claims(MAPS, runs, any_map, compared)
     shown = [k for k in ("EBP", "LRP a1b0", "FullGrad", THIRD_MAP, "Grad-CAM") if k in MAPS or k == THIRD_MAP]
     cols = [f"{k} {m}" for k in shown for m in ("AUC", "Point Acc")] + ["random map AUC", "input intensity AUC among objects"]
+    title = f"Rebuttal Table 2 — {S.cfg['model_name']}; {S.cfg['main']} students, mean ± se over {len(S.seeds)} seed(s)"
     extra = dict(
         final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")},
         maps={k: v[0] for k, v in MAPS.items()},
         main=S.cfg["main"],
         note="third paper map unreadable in the rebuttal text (likely RAP, not implemented); FullGrad added",
+        table=table,
+        title=title,
     )
-    title = f"Rebuttal Table 2 — {S.model_name}; {S.cfg['main']} students, mean ± se over {len(S.seeds)} seed(s)"
-    return _result(S, table, cols, title, 1, measured, claims, compared, extra, PAPER_T2)
+    return _result(S, [_table_md(table, cols, title, 1, PAPER_T2)], measured, claims, compared, extra, PAPER_T2)
 
 # %% ../../nbs/papers/01_distillation.ipynb #afe36ad9
-PRUNE_VARIANTS = {"w/o matching": "none", "SSWA matching": "sswa"}
-
-
-def pruning(
-    S: Setup,
-    variants=tuple(PRUNE_VARIANTS),
-    p: float | None = None,
-    ft_epochs: int | None = None,
-    rounds: int | None = None,
-    round_epochs: int | None = None,
-) -> Result:
-    "Structured (L1 filter, rate `p`) and unstructured (iterative magnitude, `rounds`) pruning of the teacher, fine-tuned with each of `variants` (None: the budget's recipe)."
-    from attribkit.models import num_params
-
+def _prune_recipe(S: Setup, p, ft_epochs, rounds, round_epochs) -> dict:
+    "The pruning recipe: each argument given, else the budget's."
     C = S.cfg
-    V = _pick(variants, PRUNE_VARIANTS, "variants")
-    P = dict(
+    return dict(
         p=C["prune_p"] if p is None else p,
         ft_epochs=C["ft_epochs"] if ft_epochs is None else ft_epochs,
         rounds=C["rounds"] if rounds is None else rounds,
         round_epochs=C["round_epochs"] if round_epochs is None else round_epochs,
     )
-    pattern = _VGG16_PRUNE_PATTERN if len(conv_names(S.teacher)) == 13 else _VGG6_PRUNE_PATTERN
+
+
+def _prune_seed(S: Setup, pruned: nn.Module, ft_set, label: str, s: int, P: dict) -> tuple[dict, dict, float]:
+    "One seed of one fine-tuning `label`: the structured-pruned copy fine-tuned, and the teacher pruned iteratively (unstructured); their `scores` with controls, and the final sparsity."
+    C = S.cfg
     ft = dict(
         lr=1e-3,
         momentum=0.9,
@@ -1317,116 +1356,120 @@ def pruning(
         batch_size=C["batch"],
         transfer_weight=C["lam"],
         drop_percent=0.3,
-        device=S.device,
+        device=S.dev,
         progress=False,
     )
-    T, ft_set = S.scores(S.teacher, controls=True), first(S.distill_set, C["n_finetune"])
-    rows, rand = {"Unpruned teacher": [S.row(T)]}, {}
+    net, variant = copy.deepcopy(pruned), METHODS[label]
+    distill(S.teacher, net, ft_set, variant, C["match"], C["match"], epochs=P["ft_epochs"], kd=False, seed=s, **ft)
+    structured = S.scores(net, controls=True)
+    net, masks, hist = iterative_magnitude_prune(
+        S.teacher,
+        S.teacher,
+        ft_set,
+        rounds=P["rounds"],
+        rate=0.2,
+        variant=variant,
+        teacher_layer=C["match"],
+        student_layer=C["match"],
+        epochs=P["round_epochs"],
+        seed=s,
+        **ft,
+    )
+    return structured, S.scores(net, controls=True), hist[-1]["sparsity"]
+
+
+def _prune_measure(S: Setup, V: list, P: dict, pattern) -> tuple[dict, dict, dict, dict]:
+    "Rows per model (one per seed), the raw `scores` of the fine-tuned networks, the unpruned teacher's controls, and the parameters and sparsity."
+    from attribkit.models import num_params
+
+    T, ft_set = S.scores(S.teacher, controls=True), first(S.distill_set, S.cfg["n_finetune"])
+    rows, raw = {"Unpruned teacher": [S.row(T)]}, {}
     controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}  # the unpruned teacher's controls
     pruned = l1_filter_prune(S.teacher, conv_rates(S.teacher, P["p"], pattern=pattern))
     info = {"structured params": (num_params(S.teacher), num_params(pruned))}
     rows[f"Structured p={P['p']}, before fine-tuning"] = [S.row(S.scores(pruned))]
     for s in S.seeds:
         for label in V:
-            net = copy.deepcopy(pruned)
-            distill(
-                S.teacher,
-                net,
-                ft_set,
-                PRUNE_VARIANTS[label],
-                C["match"],
-                C["match"],
-                epochs=P["ft_epochs"],
-                kd=False,
-                seed=s,
-                **ft,
-            )
-            r = S.scores(net, controls=True)
-            rows.setdefault(f"Structured, {label}", []).append(S.row(r))
-            rand.setdefault(f"Structured, {label}", []).append(r)
-            net, masks, hist = iterative_magnitude_prune(
-                S.teacher,
-                S.teacher,
-                ft_set,
-                rounds=P["rounds"],
-                rate=0.2,
-                variant=PRUNE_VARIANTS[label],
-                teacher_layer=C["match"],
-                student_layer=C["match"],
-                epochs=P["round_epochs"],
-                seed=s,
-                **ft,
-            )
-            info["unstructured sparsity"] = hist[-1]["sparsity"]
-            r = S.scores(net, controls=True)
-            rows.setdefault(f"Unstructured, {label}", []).append(S.row(r))
-            rand.setdefault(f"Unstructured, {label}", []).append(r)
+            structured, unstructured, info["unstructured sparsity"] = _prune_seed(S, pruned, ft_set, label, s, P)
+            for kind, r in (("Structured", structured), ("Unstructured", unstructured)):
+                rows.setdefault(f"{kind}, {label}", []).append(S.row(r))
+                raw.setdefault(f"{kind}, {label}", []).append(r)
+    return rows, raw, controls, info
+
+
+_PRUNE_NOTES = {
+    "random": "random map: a fresh draw per call",
+    "intensity-image": "intensity: a map that ignores the model",
+    "intensity": "intensity among object pixels only",
+}
+_RAW = {
+    "AUC": "AUC",
+    "AUC among objects": "AUC_obj",
+    "random map": "random",
+    "input intensity": "intensity",
+}  # row → `scores` names
+
+
+def _prune_claims(V: list, rows: dict, raw: dict, compared: dict) -> list[dict]:
+    "`PRUNE_PAIRS` (with SSWA matching ≥ without, per seed) and `PRUNE_CONTROLS` (the matched networks' Grad-CAM against the controls), per pruning kind."
+    present, out = _needs(*V), []
+    for kind in ("Structured", "Unstructured"):
+        for m in ("AUC", "Point Acc", "mAP"):
+            spec = PRUNE_PAIRS[kind, m]
+            wo, w = rows.get(f"{kind}, w/o matching"), rows.get(f"{kind}, SSWA matching")
+            out.append(spec.missing(present) or _compare(compared, spec, w, wo, m, "with", "without"))
+        for c in CONTROLS:
+            spec = PRUNE_CONTROLS[kind, c]
+            if miss := spec.missing(present):
+                out.append(miss)
+                continue
+            m, ctl = _RAW[CONTROLS[c][0]], _RAW[CONTROLS[c][1]]
+            rs = [r for r in raw[f"{kind}, SSWA matching"] if "gradcam" in r]
+            a, b = [r["gradcam"][m] for r in rs], [r[ctl][m] for r in rs]
+            compared[spec.key] = {"measure": m, "values": {"Grad-CAM": a, ctl: b}, "collapsed": {}}
+            out.append(_seed_claim(spec, np.subtract(a, b), _PRUNE_NOTES[c]))
+    return out
+
+
+def pruning(
+    S: Setup,
+    variants=PRUNE_VARIANTS,
+    p: float | None = None,
+    ft_epochs: int | None = None,
+    rounds: int | None = None,
+    round_epochs: int | None = None,
+) -> Result:
+    "Structured (L1 filter, rate `p`) and unstructured (iterative magnitude, `rounds`) pruning of the teacher, fine-tuned with each of `variants` (None: the budget's recipe)."
+    V, P = _pick(variants, PRUNE_VARIANTS, "variants"), _prune_recipe(S, p, ft_epochs, rounds, round_epochs)
+    pattern = _VGG16_PRUNE_PATTERN if len(conv_names(S.teacher)) == 13 else _VGG6_PRUNE_PATTERN
+    rows, raw, controls, info = _prune_measure(S, V, P, pattern)
     cols = ("mAP", "F1", "AUC", "Point Acc", "AUC among objects")
     table = {m: {k: v[0][k] if len(v) == 1 else mean_se([r[k] for r in v]) for k in cols} for m, v in rows.items()}
-    claims, compared = [], {}
-    for kind in ("Structured", "Unstructured"):
-        if "w/o matching" in V and "SSWA matching" in V:
-            wo, w = rows[f"{kind}, w/o matching"], rows[f"{kind}, SSWA matching"]
-            for m in ("AUC", "Point Acc", "mAP"):
-                text = (
-                    f"{kind} pruning: {m} with SSWA matching >= without"
-                    if m != "mAP"
-                    else f"{kind} pruning: SSWA matching costs no mAP (mAP with >= without)"
-                )
-                pc = "distill/no-accuracy-cost" if m == "mAP" else "distill/pruning"
-                claims.append(
-                    _compare(
-                        compared, f"prune/{kind.lower()}/with-over-without/{_slug(m)}", text, w, wo, m, "with", "without", pc
-                    )
-                )
-        if "SSWA matching" in V:
-            rs = rand[f"{kind}, SSWA matching"]
-            for c, m, ctl, what in (
-                ("random", "AUC", "random", "a random map's"),
-                ("intensity-image", "AUC", "intensity", "the input intensity's"),
-                ("intensity", "AUC_obj", "intensity", "the input intensity's"),
-            ):
-                key = f"prune/control/{c}/{kind.lower()}"
-                a, b = [r["gradcam"][m] for r in rs if "gradcam" in r], [r[ctl][m] for r in rs if "gradcam" in r]
-                compared[key] = {"measure": m, "values": {"Grad-CAM": a, ctl: b}, "collapsed": {}}
-                text = {
-                    "random": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC is above a random map's",
-                    "intensity-image": f"Control: {kind.lower()}-pruned SSWA networks' Grad-CAM AUC (whole image) is above the input intensity's",
-                    "intensity": f"{kind}-pruned SSWA networks' Grad-CAM AUC among objects is above the input intensity's",
-                }[c]
-                detail = {
-                    "random": "random map: a fresh draw per call",
-                    "intensity-image": "intensity: a map that ignores the model",
-                    "intensity": "intensity among object pixels only",
-                }[c]
-                claims.append(
-                    _seed_claim(
-                        key, text, np.subtract(a, b), detail, "distill/pruning", "diagnostic" if c == "intensity" else "control"
-                    )
-                )
+    compared = {}
+    claims = _prune_claims(V, rows, raw, compared)
     summary = (
         f"Structured pruning: {info['structured params'][0]} → {info['structured params'][1]} parameters; unstructured "
         f"sparsity {info.get('unstructured sparsity', nan):.1%} after {P['rounds']} round(s)."
     )
+    title = f"Pruning — {S.cfg['model_name']}; mean ± se over {len(S.seeds)} seed(s)"
     extra = dict(
         recipe=P,
         pattern=list(pattern),
         params_before_after=list(info["structured params"]),
         unstructured_sparsity=info.get("unstructured sparsity", nan),
-        transfer_weight=C["lam"],
+        transfer_weight=S.cfg["lam"],
         controls=controls,
         note="main-paper pruning tables not retrievable; structured pruning removes filters physically",
+        table=table,
+        title=title,
     )
-    title = f"Pruning — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)"
-    return _result(S, table, list(cols), title, 1, _flat(table), claims, compared, extra, notes=(summary,))
+    md = _table_md(table, list(cols), title, 1)
+    return _result(S, [md, summary], _flat(table), claims, compared, extra)
 
 # %% ../../nbs/papers/01_distillation.ipynb #8a79b5f2
-ROAR_MODELS = ("Teacher", "Naive-KD", "SSWA")
-
-
 def _roar_data(S: Setup, n_train) -> tuple:
     "(train, test) of ROAR: the first `n_train` training images and the test images; VOC: Main train (no augmentation) and val."
-    if S.data_name != "voc2012":
+    if S.cfg["data"] != "voc2012":
         return TensorDataset(*(t[:n_train] for t in S.train_set.tensors[:2])), TensorDataset(*S.eval_set.tensors[:2])
     from attribkit import data as D
 
@@ -1434,171 +1477,132 @@ def _roar_data(S: Setup, n_train) -> tuple:
     return first(voc.train, n_train), first(voc.test, S.cfg["n_test"])
 
 
-def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None) -> Result:
-    "ROAR curves (retrained mAP per removed fraction of `fractions`, `epochs` of retraining; None: the budget's) of the Grad-CAM of each of `models` (of the teacher, a Naive-KD and an SSWA student), random and intensity removal."
-    from attribkit.metrics import roar as roar_curve, multilabel_map
+def _roar_retrain(S: Setup, R: dict) -> tuple[Callable, Callable]:
+    "The retrained classifier: its factory (torchvision's `vgg11_bn` with VOC, else the scale's x4 layout) and its training (Adam, BCE, the recipe `R`)."
     from attribkit.models import train
 
-    C = S.cfg
-    M = _pick(models, ROAR_MODELS, "models")
-    F = tuple(C["roar_fractions"] if fractions is None else fractions)
-    R = dict(
-        fractions=F,
-        epochs=int(C["roar_epochs"] if epochs is None else epochs),
-        batch=C["roar_batch"],
-        n_train=C["roar_n_train"],
-        lr=C["roar_lr"],
-    )
-    xtr, xte = _roar_data(S, R["n_train"])
-
-    def score(z, y):
-        return 100 * multilabel_map(z, y, average="sample")
-
-    yte = _labels(xte)
-    chance = score(torch.rand(len(yte), S.num_classes, generator=torch.Generator().manual_seed(S.run.seed)), yte)
-    if C["data"] == "voc2012":
+    if S.cfg["data"] == "voc2012":
         import torchvision
 
         def factory():
-            return torchvision.models.vgg11_bn(num_classes=S.num_classes)
+            return torchvision.models.vgg11_bn(num_classes=S.cfg["num_classes"])
     else:
 
         def factory():
-            return S.net(4 * C["teacher_width"])  # the x4 layout of the scale
+            return S.net(4 * S.cfg["teacher_width"])  # the x4 layout of the scale
 
     def train_fn(net, x, y, gen):
-        train(
-            net,
-            TensorDataset(x, y),
-            epochs=R["epochs"],
-            lr=R["lr"],
-            optimizer="adam",
-            weight_decay=0.0,
-            batch_size=R["batch"],
-            loss="bce",
-            seed=int(torch.randint(0, 2**31 - 1, (1,), generator=gen)),
-            device=S.device,
-            progress=False,
-        )
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+        kw = dict(epochs=R["epochs"], lr=R["lr"], optimizer="adam", weight_decay=0.0, batch_size=R["batch"], loss="bce")
+        train(net, TensorDataset(x, y), seed=seed, device=S.dev, progress=False, **kw)
         return net
+
+    return factory, train_fn
+
+
+def _roar_curves(S: Setup, M: list, F: tuple, R: dict, data: tuple, score: Callable) -> dict:
+    "Per curve (each model of `M`, no removal, random and intensity removal) the retrained scores on `data` (train, test), (seeds, fractions)."
+    from attribkit.metrics import roar as roar_curve
 
     def intensity(x, y):  # the trivial baseline ranking: the brightest pixels first
         return x
 
+    xtr, xte = data
+    factory, train_fn = _roar_retrain(S, R)
+    common = dict(fractions=F, metric=score, batch_size=128, progress=False)
     curves = {}
     for s in S.seeds:
-        nets = {"Teacher": lambda: S.teacher, "Naive-KD": lambda: S.student(s, "naive"), "SSWA": lambda: S.student(s, "sswa")}
-        nets = {n: nets[n]() for n in M}
+        nets = {n: S.teacher if METHODS[n] == "teacher" else S.student(s, METHODS[n]) for n in M}
         for i, (name, net) in enumerate(
             nets.items()
         ):  # the first call also retrains the unmasked baseline and the random control
-            r = roar_curve(
-                xtr,
-                xte,
-                "gradcam",
-                factory,
-                train_fn,
-                fractions=F,
-                model=net,
-                metric=score,
-                method_kwargs=dict(layer=C["eval_layer"]),
-                random_control=(i == 0),
-                baseline=(i == 0),
-                batch_size=128,
-                progress=False,
-                seed=s,
-            )
+            kw = dict(model=net, method_kwargs=dict(layer=S.cfg["eval_layer"]), random_control=(i == 0), baseline=(i == 0))
+            r = roar_curve(xtr, xte, "gradcam", factory, train_fn, seed=s, **common, **kw)
             curves.setdefault(name, []).append(r.scores["attribution"][-len(F) :, 0].numpy())
             if i == 0:
                 curves.setdefault("No removal", []).append(r.scores["attribution"][:1, 0].numpy())
                 curves.setdefault("Random", []).append(r.scores["random"][-len(F) :, 0].numpy())
-        r = roar_curve(
-            xtr,
-            xte,
-            intensity,
-            factory,
-            train_fn,
-            fractions=F,
-            metric=score,
-            random_control=False,
-            baseline=False,
-            batch_size=128,
-            progress=False,
-            seed=s,
-        )
+        r = roar_curve(xtr, xte, intensity, factory, train_fn, random_control=False, baseline=False, seed=s, **common)
         curves.setdefault("Input intensity", []).append(r.scores["attribution"][:, 0].numpy())
-    A = {n: np.stack(c) for n, c in curves.items()}  # (seeds, fractions)
-    measured = {"chance mAP (random scores)": chance}
-    table = {}
+    return {n: np.stack(c) for n, c in curves.items()}
+
+
+def _roar_table(A: dict, F: tuple, chance: float) -> tuple[dict, dict]:
+    "The ROAR table (curve → retrained mAP per removed fraction, mean ± se) and the measured cells."
+    measured, table = {"chance mAP (random scores)": chance}, {}
     for name, a in A.items():
         for j in range(a.shape[1]):
             col = "no removal" if name == "No removal" else f"{F[j]:.0%} removed"
             cell = f"{name} mAP" if name == "No removal" else f"{name} mAP @ {col}"
             measured[cell] = table.setdefault(name, {})[col] = mean_se(a[:, j])
-    base = float(A["No removal"][:, 0].mean())
-    near_prior = base < chance + _ROAR_MARGIN
-    why = f"the retrained classifier is near the label prior with nothing removed (mAP {base:.1f} vs random scores {chance:.1f})"
-    claims, compared = [], {}
+    return table, measured
 
-    def rc(key, text, a, b, detail):
-        per_seed = (A[b] - A[a]).mean(1)
-        compared[key] = {"measure": "mAP", "values": {a: A[a].mean(1).tolist(), b: A[b].mean(1).tolist()}, "collapsed": {}}
-        if near_prior:
-            return not_evaluable(key, text, why, n=len(per_seed), paper_claim="distill/roar", role="control")
-        return _seed_claim(key, text, per_seed, detail, "distill/roar", "control")
 
-    for n in M:
-        claims.append(
-            rc(
-                f"roar/{_slug(n)}-below-random",
-                f"Control: {n} Grad-CAM removal lowers the retrained mAP more than random removal",
-                n,
-                "Random",
-                f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs random {A['Random'].mean():.1f}",
-            )
-        )
-        claims.append(
-            rc(
-                f"roar/control/{_slug(n)}-below-intensity",
-                f"Control: {n} Grad-CAM removal lowers the retrained mAP more than removing the brightest pixels",
-                n,
-                "Input intensity",
-                f"{n} {A[n].mean():.1f} vs input intensity {A['Input intensity'].mean():.1f}",
-            )
-        )
-    if set(ROAR_MODELS) <= set(M):
+def _roar_claims(S: Setup, M: list, A: dict, F: tuple, why: str | None, compared: dict) -> list[dict]:
+    "`ROAR_CONTROLS` (each map's removal against random and intensity removal) and `ROAR_CLOSER`, not evaluable for `why` (a retrained classifier near the label prior)."
+    present, out = _needs(*M), []
 
-        def gap(n):
-            return np.abs(A[n] - A["Teacher"]).mean(1)
+    def judge(spec, effects, detail):
+        return spec.judge(effect=nan, se=nan, n=len(effects), not_evaluable=why) if why else _seed_claim(spec, effects, detail)
 
-        key = "roar/sswa-closer-than-naive-kd"
-        compared[key] = {
-            "measure": "mean |Δ mAP| to the teacher",
-            "values": {"SSWA": gap("SSWA").tolist(), "Naive-KD": gap("Naive-KD").tolist()},
+    for (n, ctl), spec in ROAR_CONTROLS.items():
+        if miss := spec.missing(present):
+            out.append(miss)
+            continue
+        compared[spec.key] = {
+            "measure": "mAP",
+            "values": {n: A[n].mean(1).tolist(), ctl: A[ctl].mean(1).tolist()},
             "collapsed": {},
         }
-        text = "SSWA's ROAR curve is closer to the teacher's than Naive-KD's"
-        detail = (
-            f"mean |Δ mAP| to the teacher: SSWA {gap('SSWA').mean():.2f}, Naive-KD {gap('Naive-KD').mean():.2f}, paired by seed"
-        )
-        claims.append(
-            not_evaluable(key, text, why, n=len(S.seeds), paper_claim="distill/roar")
-            if near_prior
-            else _seed_claim(key, text, gap("Naive-KD") - gap("SSWA"), detail, "distill/roar")
-        )
-    losses = {m: S.loss_terms(VARIANTS[m]) for m in ("Naive-KD", "SSWA") if m in M}
+        detail = f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs {ctl.lower()} {A[ctl].mean():.1f}"
+        out.append(judge(spec, (A[ctl] - A[n]).mean(1), detail))
+    if miss := ROAR_CLOSER.missing(present):
+        return out + [miss]
+    gap = {n: np.abs(A[n] - A["Teacher"]).mean(1) for n in ("SSWA", "Naive-KD")}
+    compared[ROAR_CLOSER.key] = {
+        "measure": "mean |Δ mAP| to the teacher",
+        "values": {n: g.tolist() for n, g in gap.items()},
+        "collapsed": {},
+    }
+    detail = f"mean |Δ mAP| to the teacher: SSWA {gap['SSWA'].mean():.2f}, Naive-KD {gap['Naive-KD'].mean():.2f}, paired by seed"
+    return out + [judge(ROAR_CLOSER, gap["Naive-KD"] - gap["SSWA"], detail)]
+
+
+def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None) -> Result:
+    "ROAR curves (retrained mAP per removed fraction of `fractions`, `epochs` of retraining; None: the budget's) of the Grad-CAM of each of `models` (of the teacher, a Naive-KD and an SSWA student), random and intensity removal."
+    from attribkit.metrics import multilabel_map
+
+    C, M = S.cfg, _pick(models, ROAR_MODELS, "models")
+    F = tuple(C["roar_fractions"] if fractions is None else fractions)
+    R = dict(fractions=F, epochs=int(C["roar_epochs"] if epochs is None else epochs), batch=C["roar_batch"])
+    R |= dict(n_train=C["roar_n_train"], lr=C["roar_lr"])
+
+    def score(z, y):
+        return 100 * multilabel_map(z, y, average="sample")
+
+    data = _roar_data(S, R["n_train"])
+    yte = _labels(data[1])
+    chance = score(torch.rand(len(yte), C["num_classes"], generator=torch.Generator().manual_seed(S.run.seed)), yte)
+    A = _roar_curves(S, M, F, R, data, score)
+    table, measured = _roar_table(A, F, chance)
+    base = float(A["No removal"][:, 0].mean())
+    near = f"the retrained classifier is near the label prior with nothing removed (mAP {base:.1f} vs random scores {chance:.1f})"
+    compared = {}
+    claims = _roar_claims(S, M, A, F, near if base < chance + _ROAR_MARGIN else None, compared)
+    losses = {m: S.loss_terms(METHODS[m]) for m in ("Naive-KD", "SSWA") if m in M}
     extra = dict(
         fractions=list(F),
         retrain=R,
-        final_epoch_losses={VARIANTS[m]: v for m, v in losses.items()},
+        final_epoch_losses={METHODS[m]: v for m, v in losses.items()},
         curves={n: a.tolist() for n, a in A.items()},
         chance_map=chance,
         no_removal_map=base,
         note="retrained classifier: the scale's x4 layout (smoke/cpu) or vgg11_bn (paper), Adam; score: per-sample mAP x100 on perturbed test images",
+        table=table,
+        title=f"ROAR, retrained mAP — {C['model_name']}; mean ± se over {len(S.seeds)} seed(s)",
     )
-    cols = ["no removal"] + [f"{f:.0%} removed" for f in F]
-    title = f"ROAR, retrained mAP — {S.model_name}; mean ± se over {len(S.seeds)} seed(s)"
-    return _result(S, table, cols, title, 1, measured, claims, compared, extra)
+    md = _table_md(table, ["no removal"] + [f"{f:.0%} removed" for f in F], extra["title"], 1)
+    return _result(S, [md], measured, claims, compared, extra, raw=dict(chance_map=chance, no_removal_map=base))
 
 # %% ../../nbs/papers/01_distillation.ipynb #20284ee3
 def _cell(v):
@@ -1633,14 +1637,14 @@ def _legend_below(fig, axes, ncol: int = 4, replace: dict | None = None):
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
 
 
-def _measure_bars(res, paper: dict):
+def _measure_bars(res: Result, paper: dict) -> Figure:
     "Bars of mAP, F1, AUC and Point Acc per row of `res.extra['table']`, the paper's means as ×, the teacher's controls as lines."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     E = res.extra
     fig, axes = plt.subplots(1, 4, figsize=(14, 4.2), layout="constrained")
-    names = [n for n in E["table"] if "(control)" not in n]
+    names = list(E["table"])  # the models (the controls are lines)
     for ax, k in zip(axes, ("mAP", "F1", "AUC", "Point Acc")):
         _bars(ax, names, [E["table"][n].get(k, nan) for n in names], [paper.get(n, {}).get(k, {}).get("mean") for n in names])
         if k in ("AUC", "Point Acc") and "controls" in E:
@@ -1653,17 +1657,17 @@ def _measure_bars(res, paper: dict):
     return fig
 
 
-def table1_figure(res: Result):
+def table1_figure(res: Result) -> Figure:
     "Rebuttal Table 1 as bars: teacher and students per measure, the paper's values (×) and the random / intensity controls (lines)."
     return _measure_bars(res, PAPER_T1)
 
 
-def pruning_figure(res: Result):
+def pruning_figure(res: Result) -> Figure:
     "The pruning table as bars: unpruned, pruned, fine-tuned with and without matching, per measure, with the controls."
     return _measure_bars(res, {})
 
 
-def table2_figure(res: Result):
+def table2_figure(res: Result) -> Figure:
     "Rebuttal Table 2: AUC and Point Acc per map for the teacher and the students (bars), the paper's values (×)."
     import matplotlib.pyplot as plt
 
@@ -1706,7 +1710,7 @@ def table2_figure(res: Result):
     return fig
 
 
-def roar_figure(res: Result):
+def roar_figure(res: Result) -> Figure:
     "ROAR curves: retrained mAP per removed fraction for each map and the controls, with no removal and random scores as lines."
     import matplotlib.pyplot as plt
 
