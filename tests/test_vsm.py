@@ -270,10 +270,10 @@ def test_vsal_eval_without_some_methods(tmp_path):
     res = P.compare_methods(S, _scores(S, ["G×I", "DGA", "random"]))
     assert res.extra["methods"] == ["G×I", "DGA", "random"] and not any(k.startswith("VSM") for k in res.measured)
     c = res.claim("eval/vsm-over-best/insertion")
-    assert c["verdict"] == "not evaluable" and c["reasons"] == ["not run: vsm removed from the methods"]
+    assert c["verdict"] == "not evaluable" and "not run: vsm removed from the methods" in c["reasons"]
     assert res.claim("eval/best-over-random/insertion")["n"] == 6          # the control needs no VSM
     res = P.compare_methods(S, _scores(S, ["VSM", "random"]))
-    assert res.claim("eval/vsm-over-best/deletion")["reasons"][0].startswith("no baseline compared") and res.extra["best_baseline"] == {}
+    assert any(r.startswith("no baseline compared") for r in res.claim("eval/vsm-over-best/deletion")["reasons"]) and res.extra["best_baseline"] == {}
     with pytest.raises(ValueError, match="`methods` must be"):
         P.score_maps(S, ["VSM", "LIME"])
 
