@@ -40,9 +40,9 @@ __all__ = ['MEASURES', 'PAPER_T1', 'THIRD_MAP', 'PAPER_T2', 'PAPER_CLAIMS', 'MET
            'PRUNE_VARIANTS', 'ROAR_MODELS', 'WIDTHS', 'CONTROLS', 'T1_TEACHER', 'T1_PAIRS', 'T1_WIDTHS', 'T1_CONTROLS',
            'T2_PAIRS', 'T2_CONTROLS', 'PRUNE_PAIRS', 'PRUNE_CONTROLS', 'ROAR_CONTROLS', 'ROAR_CLOSER', 'CLAIM_SPECS',
            'RULES', 'BUDGETS', 'ZOO_TEACHER', 'TEACHER_FILE', 'PAPER_FILES', 'WEIGHT_FILES', 'LAMBDAS', 'REACH',
-           'PRE_PASS', 'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1', 'student_tasks',
-           'submit_students', 'train_students', 'student_rows', 'rebuttal_table2', 'pruning', 'roar', 'table1_figure',
-           'pruning_figure', 'table2_figure', 'roar_figure']
+           'PRE_PASS', 'STEPS', 'FIGURES', 'intensity_map', 'Setup', 'setup', 'table1_students', 'rebuttal_table1',
+           'student_tasks', 'submit_students', 'train_students', 'student_rows', 'rebuttal_table2', 'pruning', 'roar',
+           'table1_figure', 'pruning_figure', 'table2_figure', 'roar_figure']
 
 # %% ../../nbs/papers/01_distillation.ipynb #201ad7df
 MEASURES = ("mAP", "F1", "AUC", "Point Acc")  # rebuttal Table 1's columns
@@ -1733,3 +1733,8 @@ def roar_figure(res: Result) -> Figure:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title(f"ROAR — {E['model']}, {len(E['seeds'])} seed(s)\n(the rebuttal's figure has no numbers)", fontsize=8)
     return fig
+
+# %% ../../nbs/papers/01_distillation.ipynb #5e0d1a01
+STEPS = (rebuttal_table1, rebuttal_table2, pruning, roar)  # the protocol steps the repro notebooks call after `setup`
+FIGURES = (table1_figure, table2_figure, pruning_figure, roar_figure)  # each `name_figure(res) -> Figure`
+
