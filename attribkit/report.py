@@ -147,9 +147,13 @@ def paper_overview(registry: dict, rows: list[dict], results: dict, links: dict 
     "Every paper as one list item: its title (linked where `links` has its prefix), its claims' verdict counts and the one-line answer of `paper_answer`; the papers none of whose notebooks ran, in one last item."
     links, out, idle = links or {}, [], []
     for prefix, (title, pcs) in registry.items():
-        mine = [r for r in rows if r["id"] in {pc.id for pc in pcs} and not r["design_check"]]
-        if not any(r["evidence"] for r in mine): idle.append(md_escape(title)); continue
+        ids = {pc.id for pc in pcs}
+        mine, checks = [r for r in rows if r["id"] in ids and not r["design_check"]], [r for r in rows if r["id"] in ids and r["design_check"]]
         t = f"[{md_escape(title)}]({links[prefix]})" if prefix in links else md_escape(title)
+        if not mine and any(r["evidence"] for r in checks):
+            out.append(f"- **{t}**: no claim of the paper's own to test here (the seed states no experiment-backed finding); "
+                       f"{len(checks)} design checks of this implementation, {_counts_line(checks)}."); continue
+        if not any(r["evidence"] for r in mine): idle.append(md_escape(title)); continue
         out.append(f"- **{t}**: {len(mine)} claims, {_counts_line(mine)}. {paper_answer(mine, results)}")
     return "\n".join(out + ([f"- Not run here: {'; '.join(idle)}."] if idle else []))
 
