@@ -51,7 +51,10 @@ def figure_files(figures, name: str) -> list[Path]:
     return [Path(figures) / f"{name}.png"] + sorted(parts, key=lambda p: int(p.stem[len(name) + 1:]))
 
 def _counts_line(rows: list[dict]) -> str:
-    return fmt_counts({v: sum(r["verdict"] == v for r in rows) for v in VERDICTS})
+    "The verdict counts of the registry rows `rows` that have evidence, and how many have none (not measured here)."
+    ev = [r for r in rows if r["evidence"]]
+    unmeasured = f" · not measured here {len(rows) - len(ev)}" if len(ev) < len(rows) else ""
+    return fmt_counts({v: sum(r["verdict"] == v for r in ev) for v in VERDICTS}) + unmeasured
 
 def paper_claim_rows(registry: dict, results: dict) -> list[dict]:
     "The rows of `paper_claims.json`: each registry claim (`registry`: prefix → (title, [PaperClaim])) with its verdict from the notebook claims of `results` (name → results dict)."
@@ -131,9 +134,9 @@ def _why_not(row: dict, results: dict) -> str:
     return readable("because " + re.sub(r" under its floor: ", " is under its floor: ", why[0]))
 
 def paper_answer(rows: list[dict], results: dict) -> str:
-    "One line from the verdicts of a paper's registry rows: what reproduces, what does not, and what cannot be said here and why (markdown)."
+    "One line from the verdicts of a paper's registry rows: what reproduces, what does not, what cannot be said here and why, and what is not measured here (markdown)."
     name = lambda r: md_escape(r["headline"] or r["claim"])
-    by = {v: [r for r in rows if r["verdict"] == v] for v in VERDICTS}
+    by = {v: [r for r in rows if r["verdict"] == v and r["evidence"]] for v in VERDICTS}
     parts = [f"**Reproduces:** {'; '.join(map(name, by['holds'])) or 'none'}.", f"**Does not:** {'; '.join(map(name, by['fails'])) or 'none'}."]
     cannot = []
     if by["inconclusive"]:
@@ -141,6 +144,8 @@ def paper_answer(rows: list[dict], results: dict) -> str:
         cannot.append(f"{'; '.join(map(name, by['inconclusive']))} (inconclusive at {_n(cs)})")
     cannot += [f"{name(r)} {md_escape(_why_not(r, results))}" for r in by["not evaluable"]]
     if cannot: parts.append(f"**Cannot say here:** {'; '.join(cannot)}.")
+    unmeasured = [name(r) for r in rows if not r["evidence"]]
+    if unmeasured: parts.append(f"**Not measured here:** {'; '.join(unmeasured)} (what each needs: the paper's page).")
     return " ".join(parts)
 
 def paper_overview(registry: dict, rows: list[dict], results: dict, links: dict | None = None) -> str:
@@ -217,6 +222,9 @@ def claims_table(rows: list[dict], results: dict, paper_rows: dict | None = None
     for r in rows:
         ps = "; ".join(f"**{p['verdict']}** ({md_escape(n)})" for n, p in paper_rows.get(r["id"], [])) or "—"
         cv = caveat_cell([c for c in caveats if c.claim == r["id"]], results)
+        if not r["evidence"]:   # a claim no notebook measures here: what its test needs, from the registry
+            out.append(f"| {md_escape(r['headline'] or r['claim'])} | {md_escape(r['paper_effect'] or r['paper_value'])} | — | — "
+                       f"| **not measured here**: {md_escape(r['stand_ins'].removeprefix('not measured here: '))} | {ps} | — |"); continue
         out.append(f"| {md_escape(r['headline'] or r['claim'])} | {md_escape(r['paper_effect'] or r['paper_value'])} | {md_escape(ours_cell(r, results))} "
                    f"| {md_escape(tested_at(r, results))} | **{r['verdict']}**{' (fragile)' if r['fragile'] else ''}: {_tally(r, results)} "
                    f"| {ps} | {md_escape(cv) or '—'} |")
@@ -299,10 +307,11 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
     rs = {r["name"]: record_results(r) for r in records}
     rows, prow = paper_claim_rows(registry, rs), paper_scale_rows(registry, paper_results)
     checks = [r for r in rows if r["design_check"] and r["evidence"]]
+    ran = {pc.id for _, pcs in papers_run(registry, rows).values() for pc in pcs}   # the registry claims of the papers this record ran
     ok = sum(r["status"] != "failed" for r in records)
     lines = ["# Reproduction record", "",
              f"The papers' claims, tested on small stand-ins (scale `{params['scale']}`{_DRY_MD if params.get('dry_run') else ''}): "
-             f"**{_counts_line([r for r in rows if r['evidence'] and not r['design_check']])}**"
+             f"**{_counts_line([r for r in rows if r['id'] in ran and not r['design_check']])}**"
              + (f" (and {len(checks)} design checks of this implementation: {_counts_line(checks)})" if checks else "")
              + f" · {ok}/{len(records)} notebooks ran · random {_seeds(list(rs.values()))} · "
              f"device `{params['device']}` · {_snapshot(list(rs.values()))}", "",
@@ -502,6 +511,7 @@ def html_report(records: list[dict], params: dict, out_dir, figures, registry: d
     rs = {r["name"]: record_results(r) for r in records}
     rows = paper_claim_rows(registry or {}, rs)
     registry, every = papers_run(registry or {}, rows), registry or {}
+    ran = {pc.id for _, pcs in registry.values() for pc in pcs}
     links = {p: f"#paper-{p}" for p in registry}
     toc = "".join(f"<li><a href='{links[p]}'>{html.escape(t)}</a></li>" for p, (t, _) in registry.items())
     nbs = " · ".join(f"<a href='#{html.escape(r['name'])}'>{html.escape(r['name'])}</a>" for r in records)
@@ -509,7 +519,7 @@ def html_report(records: list[dict], params: dict, out_dir, figures, registry: d
              f"<p>scale <code>{html.escape(str(params['scale']))}</code>{' · <strong>dry run</strong> (fake data)' if params.get('dry_run') else ''} · "
              f"random {html.escape(_seeds(list(rs.values())))} · device <code>{html.escape(str(params['device']))}</code> · "
              f"{sum(r['status'] == 'failed' for r in records)} of {len(records)} notebooks failed</p>",
-             f"<p><strong>The papers' claims: {html.escape(_counts_line([r for r in rows if r['evidence']]))}</strong> (the notebooks' own claims, which they are judged "
+             f"<p><strong>The papers' claims: {html.escape(_counts_line([r for r in rows if r['id'] in ran and not r['design_check']]))}</strong> (the notebooks' own claims, which they are judged "
              f"from: {html.escape(fmt_counts(verdict_counts(list(rs.values()))))})</p>",
              f"<section id='papers'><h2>The papers</h2>{_md_html(paper_overview(every, rows, rs, links))}"
              f"<p>{html.escape(run_line(run or {}, records))}</p></section>",
