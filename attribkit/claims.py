@@ -10,16 +10,19 @@ from typing import Sequence
 import numpy as np
 
 # %% auto #0
-__all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'KEY', 'DRY_RUN', 'SMOKE', 'GATING', 'CHANCE_GAP', 'MIN_SEEDS', 't_crit', 'verdict',
-           'check_key', 'claim', 'not_evaluable', 'not_evidence', 'made_not_evaluable', 'run_claims', 'scale_note',
-           'ClaimSpec', 'gate', 'chance_floor', 'at_chance', 'fmt_below', 'chance_reason', 'unit_effects', 'paired',
-           'mean_se', 'count_verdicts', 'PaperClaim', 'Caveat', 'paper_verdict', 'check_distinct']
+__all__ = ['VERDICTS', 'ROLES', 'CLAIM_KEYS', 'MAX_VALUES', 'KEY', 'DRY_RUN', 'SMOKE', 'GATING', 'CHANCE_GAP', 'MIN_SEEDS',
+           't_crit', 'verdict', 'check_key', 'claim', 'not_evaluable', 'not_evidence', 'made_not_evaluable',
+           'run_claims', 'scale_note', 'ClaimSpec', 'gate', 'chance_floor', 'at_chance', 'fmt_below', 'chance_reason',
+           'unit_effects', 'paired', 'mean_se', 'count_verdicts', 'PaperClaim', 'Caveat', 'paper_verdict',
+           'check_distinct']
 
 # %% ../nbs/19_claims.ipynb #f5f62017
 VERDICTS = ("holds", "fails", "underpowered", "inconclusive", "not evaluable")
 ROLES = ("evidence", "control", "diagnostic")   # diagnostics are never counted for the paper
 CLAIM_KEYS = ("key", "paper_claim", "role", "claim", "verdict", "effect", "se", "n", "detail",
-              "units", "reasons", "gated_by", "configuration", "cells", "margin", "paper_effect", "detectable", "fragile")   # from units on: schema 4
+              "units", "reasons", "gated_by", "configuration", "cells", "margin", "paper_effect", "detectable", "fragile",
+              "values")   # from units on: schema 4; values: schema 5
+MAX_VALUES = 64   # per-unit effects kept with a claim up to this many units (seeds, models), so a reader sees each one
 
 def t_crit(n: int) -> float:
     "The two-sided 95 % critical value of Student's t with n − 1 degrees of freedom (4.30 at n = 3, 2.78 at n = 5, → 1.96)."
@@ -54,7 +57,7 @@ def claim(key: str, text: str, effects=None, *, units: str = "images", effect: f
           n: int | None = None, detail: str = "", not_evaluable: str | None = None, paper_claim: str | None = None,
           role: str = "evidence", gated_by: Sequence[str] = (), configuration: str | None = None, cells: Sequence[str] = (),
           margin: float | None = None, paper_effect: float | None = None) -> dict:
-    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic; `gated_by`: the keys of the controls it needs (see `gate`); `configuration`: for evidence, 'paper' or what differs from the paper's; `cells`: the measured cells it compares; `margin`: a parity claim's allowed loss (non-inferiority); `paper_effect`: the paper's own effect on this claim's scale (for power). The claim also records `detectable` (t·se, the smallest effect this test could see) and, from per-unit effects, `fragile` (whether leaving out any one unit changes the verdict)."
+    "One claim's verdict from per-unit `effects` (signed: positive = the claim's direction) or from `effect`, `se`, `n`; `paper_claim`: the registry id it serves, `role`: evidence, control or diagnostic; `gated_by`: the keys of the controls it needs (see `gate`); `configuration`: for evidence, 'paper' or what differs from the paper's; `cells`: the measured cells it compares; `margin`: a parity claim's allowed loss (non-inferiority); `paper_effect`: the paper's own effect on this claim's scale (for power). The claim also records `detectable` (t·se, the smallest effect this test could see) and, from per-unit effects, `fragile` (whether leaving out any one unit changes the verdict) and `values`, the per-unit effects themselves (up to `MAX_VALUES` units)."
     check_key(key)
     if paper_claim is not None: check_key(paper_claim)
     if role not in ROLES: raise ValueError(f"`role` must be one of {ROLES}, got {role!r}")
@@ -76,12 +79,13 @@ def claim(key: str, text: str, effects=None, *, units: str = "images", effect: f
     v = verdict(effect, se, n, margin, paper_effect)
     fragile = _fragile(e, v, margin, paper_effect) if effects is not None else None
     detectable = _finite(t_crit(n) * se) if n >= 2 and math.isfinite(se) else None
+    values = [_finite(x) for x in e] if effects is not None and n <= MAX_VALUES else []
     why = not_evaluable or ("" if v != "not evaluable" else f"n = {n} < 2" if n < 2 else "effect or se is not finite")
     if not_evaluable: v = "not evaluable"
     return {"key": key, "paper_claim": paper_claim, "role": role, "claim": text.strip(), "verdict": v, "effect": _finite(effect),
             "se": _finite(se), "n": n, "detail": detail, "units": units, "reasons": [why] if v == "not evaluable" else [],
             "gated_by": gated_by, "configuration": configuration, "cells": [str(c) for c in cells], "margin": margin,
-            "paper_effect": paper_effect, "detectable": detectable, "fragile": fragile}
+            "paper_effect": paper_effect, "detectable": detectable, "fragile": fragile, "values": values}
 
 def _fragile(e: np.ndarray, v: str, margin, paper_effect) -> bool | None:
     "Whether leaving out any one of the per-unit effects `e` changes the verdict `v` (the same rule at n − 1); None below 3 units."

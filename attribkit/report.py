@@ -14,9 +14,10 @@ from .results import fmt_claim, fmt_value, load_results, md_escape, table
 __all__ = ['RECORD_FILES', 'README_MARKS', 'machine', 'verdict_counts', 'fmt_counts', 'record_results', 'figure_files',
            'paper_claim_rows', 'se_decimals', 'fmt_effect', 'readable', 'ours_cell', 'paper_answer', 'paper_overview',
            'papers_run', 'stand_ins', 'stand_ins_line', 'paper_scale_rows', 'tested_at', 'caveat_cell', 'claims_table',
-           'students_table', 'zoo_table', 'run_line', 'summary_markdown', 'paper_value_lines', 'claim_details',
-           'paper_page', 'compare_records', 'tex_to_html', 'notebook_html', 'html_report', 'recorded_run',
-           'read_record', 'readme_glance', 'readme_with_glance', 'update_readme', 'write_pages', 'terminal_table']
+           'students_table', 'zoo_table', 'run_line', 'summary_markdown', 'paper_value_lines', 'unit_values',
+           'claim_details', 'paper_page', 'compare_records', 'tex_to_html', 'notebook_html', 'html_report',
+           'recorded_run', 'read_record', 'readme_glance', 'readme_with_glance', 'update_readme', 'write_pages',
+           'terminal_table']
 
 # %% ../nbs/20b_report.ipynb #43b3eb27
 def machine() -> str:
@@ -372,20 +373,26 @@ def paper_value_lines(text: str) -> list[str]:
         else: out.append(f"- {md_escape(clause)}")
     return out
 
+def unit_values(c: dict) -> str:
+    "A claim's per-unit effects (one per seed or model), to the precision of its se, or '—' when it keeps none."
+    if not c["values"]: return "—"
+    d = se_decimals(c["se"]) if c["se"] else 3
+    return ", ".join("—" if x is None else _minus(f"{x:+.{d}f}") for x in c["values"])
+
 def claim_details(row: dict, results: dict) -> list[str]:
-    "One registry claim on its paper's page: the paper's words, source and metric, its numbers split per model, our evidence and controls one row per comparison (with the notebook claims' keys), and the verdict."
+    "One registry claim on its paper's page: the paper's words, source and metric, its numbers split per model, our evidence and controls one row per comparison (with the notebook claims' keys and each unit's effect), and the verdict."
     lines = ["", f"### {md_escape(row['headline'] or row['id'])}", "", f"> {md_escape(row['claim'])}", "",
              f"`{row['id']}` · {md_escape(row['source'])} · metric: {md_escape(row['metric'])}", "",
              f"Stand-ins: {md_escape(row['stand_ins'])}", "", "The paper's numbers:", ""] + paper_value_lines(row["paper_value"])
     unit = f" {row['unit']}" if row.get("unit") else ""
     for role, refs in (("evidence", row["evidence"]), ("control", row["controls"])):
         if not refs: continue
-        lines += ["", f"| {role} | ours (effect ± se) | n | verdict | measured |", "|---|---|---|---|---|"]
+        lines += ["", f"| {role} | ours (effect ± se) | n | each unit | verdict | measured |", "|---|---|---|---|---|---|"]
         for ref in refs:
             for c in _claims([ref], results):
                 why = c["reasons"][0] if c["reasons"] else None
                 eff = "—" if c["effect"] is None else fmt_effect(c["effect"], c["se"]) + unit
-                lines.append(f"| {md_escape(c['claim'])} `{ref}` | {eff} | {c['n']} {md_escape(c['units'])} | **{c['verdict']}**"
+                lines.append(f"| {md_escape(c['claim'])} `{ref}` | {eff} | {c['n']} {md_escape(c['units'])} | {unit_values(c)} | **{c['verdict']}**"
                              + (f": {md_escape(readable(why))}" if why else "") + f" | {md_escape(readable(c['detail']))} |")
     return lines + ["", f"Verdict: **{row['verdict']}** ({md_escape(readable(row['support']))})"]
 

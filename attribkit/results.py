@@ -16,7 +16,7 @@ __all__ = ['SCHEMA_VERSION', 'SCALES', 'RESULT_KEYS', 'upgraded', 'validate_resu
            'save_figures']
 
 # %% ../nbs/20a_results.ipynb #95024a68
-SCHEMA_VERSION = 4   # 4: claims carry units, reasons, gated_by and configuration as fields; 3: key, paper_claim, role and provenance; 2 and 3 are still read
+SCHEMA_VERSION = 5   # 5: claims carry their per-unit effects (values); 4: claims carry units, reasons, gated_by and configuration as fields; 3: key, paper_claim, role and provenance; 2 and 3 are still read
 SCALES = ("smoke", "cpu", "paper")
 RESULT_KEYS = ("schema", "name", "scale", "seed", "measured", "paper", "claims", "versions", "wall_time", "created", "extra", "provenance")
 
@@ -49,7 +49,7 @@ def _check_cells(cells, key: str, nonempty: bool) -> None:
         if not isinstance(k, str) or not k.strip(): raise ValueError(f"`{key}` has a cell name {k!r}; names must be non-empty strings")
         _check_value(v, f"`{key}[{k!r}]`")
 
-_CLAIM_KEYS_OF = {2: CLAIM_KEYS[3:9], 3: CLAIM_KEYS[:9], 4: CLAIM_KEYS}   # a claim's keys per schema
+_CLAIM_KEYS_OF = {2: CLAIM_KEYS[3:9], 3: CLAIM_KEYS[:9], 4: CLAIM_KEYS[:-1], 5: CLAIM_KEYS}   # a claim's keys per schema
 
 def _check_links(c: dict, i: int) -> None:
     "Raise `ValueError` unless claim `c`'s schema-4 fields are well formed: `units` a string, `reasons` the strings that make it not evaluable (none otherwise), `gated_by` control keys, `configuration` null or a string."
@@ -69,9 +69,23 @@ def _check_links(c: dict, i: int) -> None:
             raise ValueError(f"`claims[{i}]['{k}']` must be a finite number or null, got {c[k]!r}")
     if c["fragile"] not in (None, True, False): raise ValueError(f"`claims[{i}]['fragile']` must be true, false or null, got {c['fragile']!r}")
 
+def _check_values(c: dict, i: int) -> None:
+    "Raise `ValueError` unless claim `c`'s per-unit effects (`values`, schema 5) are numbers or null, one per unit, and give its effect and se."
+    v = c["values"]
+    if not isinstance(v, list) or not all(x is None or (_is_num(x) and math.isfinite(x)) for x in v):
+        raise ValueError(f"`claims[{i}]['values']` must be a list of finite numbers or nulls, got {v!r}")
+    if not v: return
+    if len(v) != c["n"]: raise ValueError(f"`claims[{i}]` has {len(v)} values for n = {c['n']}: one value per unit")
+    if None in v or c["effect"] is None or c["n"] < 2: return
+    m = math.fsum(v) / len(v)
+    se = math.sqrt(math.fsum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v))
+    if not (math.isclose(m, c["effect"], rel_tol=1e-9, abs_tol=1e-12) and math.isclose(se, c["se"], rel_tol=1e-6, abs_tol=1e-12)):
+        raise ValueError(f"`claims[{i}]`: effect {c['effect']} ± {c['se']} does not follow from its values {v}: build claims with attribkit.claims.claim")
+
 def upgraded(d: dict) -> dict:
-    "A validated results dict of schema 2 or 3 with its claims in the shape of schema 4: the count's units, the `not evaluable` reasons and the failed controls they name ('control KEY fails') taken out of `detail` into their fields, no `configuration` (the file itself untouched)."
-    if d["schema"] >= 4: return d
+    "A validated results dict of schema 2, 3 or 4 with its claims in the shape of schema 5 (no per-unit `values`); from schemas 2 and 3: the count's units, the `not evaluable` reasons and the failed controls they name ('control KEY fails') taken out of `detail` into their fields, no `configuration` (the file itself untouched)."
+    if d["schema"] >= 5: return d
+    if d["schema"] == 4: return dict(d, claims=[dict(c, values=[]) for c in d["claims"]])
     def up(c):
         parts = c["detail"].split("; ")
         m = re.match(r"n = \d+ (.+)", parts[0]) if parts else None
@@ -81,17 +95,17 @@ def upgraded(d: dict) -> dict:
         if c["verdict"] == "not evaluable" and not reasons: reasons = ["not evaluable (no reason recorded)"]
         return {"key": None, "paper_claim": None, "role": "evidence", **c, "detail": "; ".join(rest), "units": units,
                 "reasons": reasons, "gated_by": [m.group(1) for r in reasons if (m := re.match(r"control (\S+) fails", r))],
-                "configuration": None, "cells": [], "margin": None, "paper_effect": None, "detectable": None, "fragile": None}
+                "configuration": None, "cells": [], "margin": None, "paper_effect": None, "detectable": None, "fragile": None, "values": []}
     return dict(d, claims=[up(c) for c in d["claims"]])
 
 def validate_results(d: dict) -> dict:
-    "Check that `d` follows the results contract (schema 4, or 2 and 3 of older files); return it unchanged or raise `ValueError` naming the key."
+    "Check that `d` follows the results contract (schema 5, or 2, 3 and 4 of older files); return it unchanged or raise `ValueError` naming the key."
     if not isinstance(d, dict): raise ValueError(f"results must be a dict, got {type(d).__name__}")
     keys = RESULT_KEYS if d.get("schema") != 2 else RESULT_KEYS[:-1]
     missing, unknown = [k for k in keys if k not in d], sorted(set(d) - set(keys))
     if missing: raise ValueError(f"results miss the keys {missing}")
     if unknown: raise ValueError(f"results have unknown keys {unknown}; put extra data under `extra`")
-    if d["schema"] not in _CLAIM_KEYS_OF: raise ValueError(f"`schema` must be {SCHEMA_VERSION} (or 2, 3 for a file written before), got {d['schema']!r}")
+    if d["schema"] not in _CLAIM_KEYS_OF: raise ValueError(f"`schema` must be {SCHEMA_VERSION} (or 2, 3, 4 for a file written before), got {d['schema']!r}")
     claim_keys = set(_CLAIM_KEYS_OF[d["schema"]])
     name = d["name"]
     if not isinstance(name, str) or not name or name != Path(name).name or name.startswith("."):
@@ -122,6 +136,7 @@ def validate_results(d: dict) -> dict:
                              f"n {c['n']}: build claims with attribkit.claims.claim")
         if not isinstance(c["detail"], str): raise ValueError(f"`claims[{i}]['detail']` must be a string, got {c['detail']!r}")
         if d["schema"] >= 4: _check_links(c, i)
+        if d["schema"] >= 5: _check_values(c, i)
         if d["scale"] == "smoke" and c["verdict"] != "not evaluable":
             raise ValueError(f"`claims[{i}]['verdict']` is {c['verdict']!r} at scale 'smoke': toy data give no verdicts; "
                              "pass the claims through attribkit.claims.run_claims(claims, scale, dry_run)")

@@ -5,7 +5,7 @@ import pytest
 import attribkit
 from attribkit.claims import claim
 from attribkit.reproduce import main
-from attribkit.results import fmt_value, save_results, validate_results, load_results, table
+from attribkit.results import SCHEMA_VERSION, fmt_value, save_results, validate_results, load_results, table
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -113,7 +113,7 @@ def test_report_rebuilds_the_pages_without_running(runs):
 
 
 def good():
-    return {"schema": 4, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
+    return {"schema": SCHEMA_VERSION, "name": "x", "scale": "cpu", "seed": 0, "measured": {"a": 1.0}, "paper": {"a": 2},
             "claims": [claim("a-below-paper", "a < paper", [1.0, 0.9, 1.1], units="seeds")],
             "versions": {"python": "3", "torch": "2", "attribkit": "0"}, "wall_time": 1.0,
             "created": "2026-01-01T00:00:00+00:00", "extra": {}, "provenance": {"code": "x", "seeds": [0]}}
