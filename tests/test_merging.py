@@ -453,16 +453,18 @@ def test_a_renamed_copy_without_two_methods_keeps_their_claims_not_evaluable(tmp
     assert list((tmp_path / "figures").glob("*.png"))
 
 
-def test_registry_has_the_papers_five_claims():
-    "PAPER_CLAIMS: the five tables of the paper and its rebuttal, each with the paper's numbers; every notebook serves one of them."
+def test_registry_has_the_papers_claims():
+    "PAPER_CLAIMS: the paper's and its rebuttal's statements, each with the paper's numbers; every notebook serves one of them; a claim with no notebook says why it is not measured."
     from attribkit.claims import PaperClaim
     from attribkit.papers import registry
     ids = [pc.id for pc in nm.PAPER_CLAIMS]
-    assert ids == ["merging/lenet-fmnist", "merging/vgg16-cifar10", "merging/activations", "merging/mobilenet", "merging/imagenet"]
+    assert ids == ["merging/lenet-fmnist", "merging/vgg16-cifar10", "merging/vgg16-abstract", "merging/feature-map", "merging/activations",
+                   "merging/mobilenet", "merging/imagenet", "merging/prune-drops", "merging/gap-grows", "merging/mostsim-over-nmf"]
     assert all(isinstance(pc, PaperClaim) and pc.paper == "002" and "↑" in pc.metric for pc in nm.PAPER_CLAIMS)
     assert registry()["merging"][1] == nm.PAPER_CLAIMS
-    assert {e.paper_claim for e in nm.EXPERIMENTS.values()} == set(ids) and len(nm.EXPERIMENTS) == len(nm.PAPER_FILES)
-    assert "+13.26" in nm.PAPER_CLAIMS[0].paper_value and "SELU +55.11" in nm.PAPER_CLAIMS[2].paper_value
+    assert {e.paper_claim for e in nm.EXPERIMENTS.values()} <= set(ids) and len(nm.EXPERIMENTS) == len(nm.PAPER_FILES)
+    assert all(pc.stand_ins.startswith("not measured here: needs") for pc in nm.PAPER_CLAIMS if pc.id.endswith(("feature-map", "nmf")))
+    assert "+13.26" in nm.PAPER_CLAIMS[0].paper_value and "SELU +55.11" in nm.PAPER_CLAIMS[4].paper_value
 
 
 @pytest.fixture(scope="module")
@@ -494,7 +496,7 @@ def test_every_notebook_claim_serves_a_registry_claim_in_a_role(smoke_results):
             assert c["paper_claim"] == nm.EXPERIMENTS[name].paper_claim and c["paper_claim"] in ids and c["role"] in ROLES, (name, c["key"])
         evidence |= {c["paper_claim"] for c in res.claims if c["role"] == "evidence"}
         assert res.stand_ins and all(0 <= v <= 1 for v in res.stand_ins.values()), name
-    assert evidence == ids
+    assert evidence <= ids
     assert set(smoke_results["activations"].stand_ins) == {f"VGG-16-BN/16 {a} on digits" for a in nm.ACTIVATIONS}
 
 
