@@ -277,27 +277,32 @@ PAPER_CLAIMS = [
 # %% ../../../nbs/papers/04a_neuron_merging_registry.ipynb #4e1f0a02
 @dataclass(frozen=True)
 class Family:
-    "A claim family: its `role`, what one claim pools over (`over`: 'subject', 'group' or 'setup') and the methods it needs (`VARIANTS` names; () = the experiment's evidence pair)."
+    "A claim family: its `role`, what one claim pools over (`over`: 'subject', 'group' or 'setup'), the methods it needs (`VARIANTS` names; () = the experiment's evidence pair), the registry claim it serves when not the experiment's (`claim`) and a parity claim's `margin` (points)."
 
     role: str
     over: str
     needs: tuple = ()
     units: str | None = None  # None: the measurements' (seeds, or paired test images)
+    claim: str | None = None  # None: the experiment's `paper_claim`
+    margin: float | None = None
 
 
 FAMILIES = {
     "merge-over-prune": Family("evidence", "subject"),  # per subject and ratio
-    "gap-grows": Family("diagnostic", "subject"),  # the gap at the last ratio vs the first
+    "official-bn-over-prune": Family(
+        "evidence", "subject", ("merge (official BN formula)", "prune")
+    ),  # per subject, paper ratios
+    "gap-grows": Family("evidence", "subject", claim="merging/gap-grows"),  # the gap at the last ratio vs the first
+    "prune-drops": Family("evidence", "subject", ("prune",), claim="merging/prune-drops"),  # prune at the first ratio vs the last
+    "top5": Family("evidence", "subject", ("merge", "prune")),  # per ratio; a diagnostic where top-5 is near its ceiling
     "control/random-partner": Family("control", "group", ("merge t=none", "random partner t=none")),
     "merge-all-over-prune": Family("diagnostic", "group", ("merge t=none", "prune")),
-    "top5": Family("evidence", "subject", ("merge", "prune")),
+    "prune-cost": Family("diagnostic", "group", ("prune",)),  # what pruning alone costs at the pooled claims' first ratio
     "checkpoint/official-ranking": Family(
         "diagnostic", "setup", ("prune (official ranking)", "merge (official ranking)"), "table entries"
     ),
     "checkpoint/default-ranking": Family("diagnostic", "setup", ("prune", "merge"), "table entries"),
-    "mean-merge-over-prune": Family("evidence", "setup", ("merge", "prune")),
-    "merge-near-unpruned": Family("diagnostic", "setup", ("merge",)),
-    "official-bn-over-prune": Family("diagnostic", "setup", ("merge (official BN formula)", "prune")),
+    "merge-near-unpruned": Family("evidence", "setup", ("merge",), claim="merging/vgg16-abstract", margin=1.0),
 }
 RANKINGS = {  # checkpoint family -> (how the text names the ranking, the suffix of its variants)
     "checkpoint/official-ranking": ("official ranking, compat='official'", " (official ranking)"),
@@ -359,9 +364,9 @@ def _why_gap(M, w: dict) -> str:
 
 @_measured
 def _why_random(M, w: dict) -> str:
-    grp = w["subjects"]
+    grp, rs = w["subjects"], w["ratios"]
     over = (
-        np.mean([np.mean([M.diff(s, "random partner t=none", "prune", r) for r in M.ratios[s]], 0) for s in grp], 0)
+        np.mean([np.mean([M.diff(s, "random partner t=none", "prune", r) for r in rs], 0) for s in grp], 0)
         if M.has("prune")
         else np.nan
     )
@@ -370,10 +375,10 @@ def _why_random(M, w: dict) -> str:
 
 @_measured
 def _why_all(M, w: dict) -> str:
-    grp = w["subjects"]
+    grp, rs = w["subjects"], w["ratios"]
     return (
-        f"merge t=none {_mean(M, grp, None, 'merge t=none'):.2f} vs prune {_mean(M, grp, None, 'prune'):.2f}; "
-        f"with the threshold: merge {_mean(M, grp, None, 'merge'):.2f}"
+        f"merge t=none {_mean(M, grp, rs, 'merge t=none'):.2f} vs prune {_mean(M, grp, rs, 'prune'):.2f}; "
+        f"with the threshold: merge {_mean(M, grp, rs, 'merge'):.2f}"
     )
 
 
@@ -386,12 +391,6 @@ def _why_checkpoint(M, w: dict) -> str:
         + "; the reference code ranks the augmented rows [w, b] "
         "(compat='official'), the default ranks the weight rows only"
     )
-
-
-@_measured
-def _why_mean(M, w: dict) -> str:
-    subs, rs = w["subjects"], w["ratios"]
-    return "; ".join(f"{r:.0%}: {np.mean([M.diff(s, 'merge', 'prune', r) for s in subs]):+.2f}" for r in rs)
 
 
 @_measured
@@ -410,6 +409,12 @@ def _why_official(M, w: dict) -> str:
 
 
 @_measured
+def _why_drops(M, w: dict) -> str:
+    (subj,), rs = w["subjects"], w["ratios"]
+    return "prune per ratio: " + ", ".join(f"{r:.0%} {np.mean(M.acc(subj, 'prune', r)):.2f}" for r in rs)
+
+
+@_measured
 def _why_top5(M, w: dict) -> str:
     subs, rs = w["subjects"], w["ratios"]
     return ", ".join(f"{v} {_mean(M, subs, rs, v, 5):.2f}" for v in ("merge t=none", "random partner t=none", "prune"))
@@ -421,8 +426,8 @@ RULES = {
     "control/random-partner": _why_random,
     "merge-all-over-prune": _why_all,
     "checkpoint": _why_checkpoint,
-    "mean-merge-over-prune": _why_mean,
     "merge-near-unpruned": _why_unpruned,
     "official-bn-over-prune": _why_official,
     "top5": _why_top5,
+    "prune-drops": _why_drops,
 }
