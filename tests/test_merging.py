@@ -463,7 +463,7 @@ def test_registry_has_the_papers_claims():
     assert all(isinstance(pc, PaperClaim) and pc.paper == "002" and "↑" in pc.metric for pc in nm.PAPER_CLAIMS)
     assert registry()["merging"][1] == nm.PAPER_CLAIMS
     assert {e.paper_claim for e in nm.EXPERIMENTS.values()} <= set(ids) and len(nm.EXPERIMENTS) == len(nm.PAPER_FILES)
-    assert all(pc.stand_ins.startswith("not measured here: needs") for pc in nm.PAPER_CLAIMS if pc.id.endswith(("feature-map", "nmf")))
+    assert all(pc.stand_ins.startswith("not measured here: needs") for pc in nm.PAPER_CLAIMS if pc.id.endswith("nmf"))
     assert "+13.26" in nm.PAPER_CLAIMS[0].paper_value and "SELU +55.11" in nm.PAPER_CLAIMS[4].paper_value
 
 
@@ -499,7 +499,7 @@ def test_every_notebook_claim_serves_a_registry_claim_in_a_role(smoke_results):
         evidence |= {c["paper_claim"] for c in res.claims if c["role"] == "evidence"}
         check_distinct([(name, c) for c in res.claims])
         assert res.stand_ins and all(0 <= v <= 1 for v in res.stand_ins.values()), name
-    assert evidence == ids - {"merging/feature-map", "merging/mostsim-over-nmf"}   # those two say why they are not measured
+    assert evidence == ids - {"merging/mostsim-over-nmf"}   # it says why it is not measured
     assert set(smoke_results["activations"].stand_ins) == {f"VGG-16-BN/16 {a} on digits" for a in nm.ACTIVATIONS}
 
 

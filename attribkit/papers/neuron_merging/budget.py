@@ -31,7 +31,7 @@ from attribkit.papers.neuron_merging.registry import (
 # %% auto #0
 __all__ = ['ACTIVATIONS', 'ZOO_STAND_INS', 'PAPER_RATIOS', 'SMALL_RATIOS', 'BUDGETS', 'CAVEATS', 'WEIGHTS', 'PAPER_FILES',
            'WEIGHT_FILES', 'EXPERIMENTS', 'load_authors_lenet', 'paper_cfg_ratios', 'last_conv', 'last_conv_ratio',
-           'Experiment', 'Subject', 'Setup', 'hits', 'setup']
+           'Experiment', 'Subject', 'Setup', 'hits', 'output_error', 'setup']
 
 # %% ../../../nbs/papers/04b_neuron_merging_budget.ipynb #e38990f8
 ACTIVATIONS = {
@@ -220,7 +220,7 @@ EXPERIMENTS = {
             "prune (official ranking)",
             "merge (official ranking)",
         ),
-        claims=("merge-over-prune", "gap-grows", "control/random-partner", "merge-all-over-prune", *RANKINGS),
+        claims=("merge-over-prune", "gap-grows", "feature-map", "control/random-partner", "merge-all-over-prune", *RANKINGS),
         evidence=("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
         gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
         paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
@@ -361,17 +361,19 @@ class Setup(SetupBase):
         ]
 
 
+def _chunks(test: Dataset, batch_size: int):
+    "The (inputs, labels) batches of `test` in order."
+    if isinstance(test, TensorDataset):
+        return zip(*(t.split(batch_size) for t in test.tensors))
+    return torch.utils.data.DataLoader(test, batch_size=batch_size, shuffle=False)
+
+
 @torch.no_grad()
 def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: int = 256) -> dict:
     "Per-test-example correctness {k: bool array} of `model` in the top-`k` predictions."
     model = model.to(device).eval()
     out = {k: [] for k in topk}
-    chunks = (
-        zip(*(t.split(batch_size) for t in test.tensors))
-        if isinstance(test, TensorDataset)
-        else torch.utils.data.DataLoader(test, batch_size=batch_size, shuffle=False)
-    )
-    for x, y in chunks:
+    for x, y in _chunks(test, batch_size):
         o = model(x.to(device))
         y = y.to(device)
         top = o.topk(min(max(topk), o.shape[1]), 1).indices
@@ -379,6 +381,21 @@ def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: i
             out[k].append((top[:, :k] == y[:, None]).any(1).cpu())
     model.cpu()
     return {k: torch.cat(v).numpy() for k, v in out.items()}
+
+
+@torch.no_grad()
+def output_error(model: nn.Module, reference: nn.Module, test: Dataset, device="cpu", batch_size: int = 256) -> np.ndarray:
+    "Per-test-example relative error ‖f(x) − g(x)‖ / ‖g(x)‖ of `model`'s outputs f against the `reference` model's g (the same output layer)."
+    model, reference = model.to(device).eval(), reference.to(device).eval()
+    out = []
+    for x, _ in _chunks(test, batch_size):
+        x = x.to(device)
+        f, g = model(x).flatten(1), reference(x).flatten(1)
+        if f.shape != g.shape:
+            raise ValueError(f"`model` and `reference` must have the same outputs, got {tuple(f.shape)} and {tuple(g.shape)}")
+        out.append(((f - g).norm(dim=1) / g.norm(dim=1).clamp_min(1e-12)).cpu())
+    model.cpu(), reference.cpu()
+    return torch.cat(out).numpy()
 
 # %% ../../../nbs/papers/04b_neuron_merging_budget.ipynb #6abd5d33
 MAIN_PY_RECIPE = dict(optimizer="sgd", lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=128, schedule="step", gamma=0.1)

@@ -10,7 +10,7 @@ import numpy as np
 from ... import claims as C
 from ...merging import merge, prune
 from ..experiment import Result, diagnose
-from .budget import Setup, hits
+from .budget import Setup, hits, output_error
 from .registry import FAMILIES, RANKINGS, RULES, _deviations
 
 # %% auto #0
@@ -30,7 +30,7 @@ VARIANTS = {  # the methods a notebook compares, by name: (function, its argumen
 
 @dataclass
 class Measurements:
-    "What `prune_and_merge` measured (kept in `Result.raw`): correctness per (subject, variant, ratio, model index), parameter counts and merge reports."
+    "What `prune_and_merge` measured (kept in `Result.raw`): correctness per (subject, variant, ratio, model index), parameter counts, merge reports and, for an experiment with `feature-map` claims, its evidence pair's relative output error."
 
     setup: Setup
     variants: dict
@@ -38,6 +38,7 @@ class Measurements:
     hits: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     layers: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)  # (subject, variant, ratio, model index) -> relative output error per test example
     warnings: int = 0
 
     def has(self, *variants: str) -> bool:
@@ -116,6 +117,8 @@ def prune_and_merge(setup: Setup, variants=None, ratios=None) -> Result:
                     M.warnings += sum("cosine threshold" in str(w.message) for w in caught)
                     M.hits[(subj, v, r, i)] = hits(small, setup.test, setup.experiment.topk, setup.run.dev)
                     M.layers[(subj, v, r, i)] = rep.layers
+                    if "feature-map" in setup.experiment.claims and v in setup.experiment.evidence[:2]:
+                        M.errors[(subj, v, r, i)] = output_error(small, model, setup.test, setup.run.dev)
                 M.params[(subj, r)] = (rep.params_before, rep.params_after)
     return Result(setup.run, raw=dict(measurements=M))
 
@@ -283,6 +286,28 @@ def _gap_grows(M: Measurements, subj: str) -> list:
         gated_by=(ctrl,) if "control/random-partner" in S.experiment.claims else (),
     )
     return [(_key("gap-grows", subj, r0, r1), text, w, measure)]
+
+
+def _feature_map(M: Measurements, subj: str) -> list:
+    "Per ratio: the relative error of the model's output (the last layer, the consumer of the last pruned one) against the unpruned model's, prune − merge."
+    S, (mv, pv, _) = M.setup, M.setup.experiment.evidence
+    out = []
+    for r in M.ratios[subj]:
+
+        def measure(spec, r=r):
+            e = lambda v: [M.errors[(subj, v, r, i)] for i in range(M.n(subj))]
+            eff = C.unit_effects([p - m for p, m in zip(e(pv), e(mv))], "methods")[0]
+            base, a, b = M.acc(subj, "baseline"), M.acc(subj, mv, r), M.acc(subj, pv, r)
+            err = lambda v: np.mean([x.mean() for x in e(v)])
+            return _judge(M, spec, [subj], eff, base, a, b, f"relative output error: prune {err(pv):.3f}, merge {err(mv):.3f}")
+
+        text = (
+            f"{subj + ': ' if subj else ''}merge keeps the unpruned model's output closer than prune at {r:.0%} "
+            "(relative error of the last layer's output, prune − merge; the paper gives no numbers)"
+        )
+        w = dict(subjects=[subj], ratios=[r], cells=[f"output error {v} | {S.experiment.row(subj, r)}" for v in (mv, pv)])
+        out.append((_key("feature-map", subj, r), text, w, measure))
+    return out
 
 
 def _prune_drops(M: Measurements, subj: str) -> list:
@@ -477,6 +502,7 @@ _MAKERS = {
     "merge-over-prune": _merge_over_prune,
     "official-bn-over-prune": _official_bn,
     "gap-grows": _gap_grows,
+    "feature-map": _feature_map,
     "prune-drops": _prune_drops,
     "top5": _top5,
     "control/random-partner": _random_partner,
