@@ -444,7 +444,7 @@ def test_a_renamed_copy_without_two_methods_keeps_their_claims_not_evaluable(tmp
     d = json.loads(next(tmp_path.glob("merging_*.json")).read_text())
     assert not any("t=none" in k for k in d["measured"]) and "merge (official ranking) | 80%" in d["measured"]
     claims = {c["key"]: c for c in d["claims"]}
-    assert len(claims) == 7 and {c["paper_claim"] for c in claims.values()} == {"merging/lenet-fmnist", "merging/gap-grows"}
+    assert len(claims) == 11 and {c["paper_claim"] for c in claims.values()} == {"merging/lenet-fmnist", "merging/gap-grows", "merging/feature-map"}
     for key, gone in (("control/random-partner", "merge t=none, random partner t=none"), ("merge-all-over-prune", "merge t=none")):
         c = claims[key]
         assert c["verdict"] == "not evaluable" and f"not run: {gone} removed from the methods" in c["reasons"], (key, c["reasons"])
