@@ -572,3 +572,20 @@ def test_cpu_setups_take_the_zoo_stand_ins(monkeypatch):
     calls.clear()
     S = nm.setup(start("merging_table1_activations", nm.BUDGETS, "cpu", device="cpu", seeds=1), "activations")
     assert calls == [(f"VGG-16-BN/16 {a}", 0) for a in nm.ACTIVATIONS.values()] and set(S.zoo) == set(nm.ACTIVATIONS)
+
+
+def test_pooled_claims_leave_out_the_ratios_at_chance():
+    "A control or diagnostic pooled over ratios averages only the ratios where its two variants are not both at chance (the cells that make a claim not evaluable), at the paper's ratios where the run has them."
+    ratios, variants = [0.5, 0.6, 0.7], ["prune", "merge", "merge t=none", "random partner t=none"]
+    run = start("merging_lenet", nm.BUDGETS, "cpu", device="cpu")
+    S = nm.Setup(run, nm.EXPERIMENTS["lenet"], {"": nm.Subject(models=[0, 1, 2], ratios=ratios)}, test=None, num_classes=10,
+                 title="t", model_name="m", model_seeds=[0, 1, 2])
+    M = nm.Measurements(S, dict.fromkeys(variants), {"": ratios})
+    for v in variants:
+        for r in ratios:
+            for i in range(3): M.hits["", v, r, i] = {1: np.array([0.12 if r == 0.7 else 0.8])}
+    pooled = nm.protocol._pooled_ratios
+    assert pooled(M, [""], ("merge t=none", "prune")) == [0.5, 0.6] and pooled(M, [""]) == ratios
+    assert pooled(M, [""], ("merge t=none", "gone")) == ratios     # a variant a reader removed: the claim says so, not this
+    M.ratios[""] = [0.7]
+    assert pooled(M, [""], ("merge t=none", "prune")) == [0.7]     # nothing left: the claim is judged (not evaluable) on what there is

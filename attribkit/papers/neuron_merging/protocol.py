@@ -380,10 +380,14 @@ def _base(M: Measurements, grp: list) -> np.ndarray:
     return np.mean([M.acc(s, "baseline") for s in grp], 0)
 
 
-def _pooled_ratios(M: Measurements, grp: list) -> list:
-    "The ratios a pooled claim of `grp` averages over: those of the paper's table among the run's, else every ratio run."
+def _pooled_ratios(M: Measurements, grp: list, pair: tuple = ()) -> list:
+    "The ratios a pooled claim of `grp` averages over: those of the paper's table among the run's, else every ratio run; with a `pair` of measured variants, only the ratios where they are not both at chance in any subject (a cell that makes a claim not evaluable never enters a mean), unless none is left."
     rs = M.ratios[grp[0]]
-    return [r for r in rs if all(_paper_ratio(M.setup, s, r) for s in grp)] or rs
+    rs = [r for r in rs if all(_paper_ratio(M.setup, s, r) for s in grp)] or rs
+    live = lambda r: not any(C.at_chance(max(M.acc(s, v, r).mean() for v in pair) / 100, M.setup.num_classes) for s in grp)
+    if not pair or not M.has(*pair):
+        return rs
+    return [r for r in rs if live(r)] or rs
 
 
 def _over(grp: list, rs: list) -> str:
@@ -393,7 +397,7 @@ def _over(grp: list, rs: list) -> str:
 
 
 def _random_partner(M: Measurements, grp: list) -> list:
-    one, rs = grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp)
+    one, rs = grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp, ("merge t=none", "random partner t=none"))
     text = (
         f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {_over(grp, rs)}; "
         "if it does not, merge − prune measures re-scaling, not compensation"
@@ -408,7 +412,7 @@ def _random_partner(M: Measurements, grp: list) -> list:
 
 
 def _merge_all(M: Measurements, grp: list) -> list:
-    one, rs = grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp)
+    one, rs = grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp, ("merge t=none", "prune"))
     text = f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({_over(grp, rs)}"
     measure = lambda spec: _judge(
         M,
