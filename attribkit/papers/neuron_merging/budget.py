@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
+from ... import claims as C
 from ...data import cifar10, digits, fashion_mnist, first, imagenet_folder
 from ...merging import find_pairs
 from ...models import cifar_resnet, lenet_300_100, load_weights, mobilenet_v1, train, train_cached, vgg16_bn_cifar
@@ -28,9 +29,9 @@ from attribkit.papers.neuron_merging.registry import (
 )
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'ZOO_STAND_INS', 'PAPER_RATIOS', 'SMALL_RATIOS', 'BUDGETS', 'WEIGHTS', 'PAPER_FILES', 'WEIGHT_FILES',
-           'EXPERIMENTS', 'load_authors_lenet', 'paper_cfg_ratios', 'last_conv', 'last_conv_ratio', 'Experiment',
-           'Subject', 'Setup', 'hits', 'setup']
+__all__ = ['ACTIVATIONS', 'ZOO_STAND_INS', 'PAPER_RATIOS', 'SMALL_RATIOS', 'BUDGETS', 'CAVEATS', 'WEIGHTS', 'PAPER_FILES',
+           'WEIGHT_FILES', 'EXPERIMENTS', 'load_authors_lenet', 'paper_cfg_ratios', 'last_conv', 'last_conv_ratio',
+           'Experiment', 'Subject', 'Setup', 'hits', 'output_error', 'setup']
 
 # %% ../../../nbs/papers/04b_neuron_merging_budget.ipynb #e38990f8
 ACTIVATIONS = {
@@ -63,6 +64,30 @@ BUDGETS = {
     "paper": dict(_ROW, seeds=3, stand_ins="paper", ratios=PAPER_RATIOS),
     "dry_run": dict(_ROW, seeds=1, train_batches=2, test_images=4, stand_ins="paper", ratios=PAPER_RATIOS),
 }
+
+
+def _cost_ratio(name: str) -> float:
+    "The ratio of experiment `name`'s `prune-cost` claim in the record (cpu budget): the paper's first ratio where that runs, else its first."
+    rs, theirs = BUDGETS["cpu"]["ratios"][name], PAPER_RATIOS[name]
+    return next((r for r in rs if r in theirs), rs[0])
+
+
+_cost_key = lambda name: f"prune-cost/r{round(100 * _cost_ratio(name))}"
+
+_pct = lambda rs: "/".join(f"{r:.0%}" for r in rs)
+_AT = (
+    lambda name: f"measured at {_pct(BUDGETS['cpu']['ratios'][name])} (the paper: {_pct(PAPER_RATIOS[name])}); pruning alone at {_cost_ratio(name):.0%} costs"
+)
+CAVEATS = [  # measured numbers a reader needs beside a verdict (the first screen), found by key
+    *(
+        C.Caveat(
+            c, "merging_vgg16_cifar", _cost_key("vgg16"), f"pruning alone at the paper's {_pct(PAPER_RATIOS['vgg16'])} costs"
+        )
+        for c in ("merging/vgg16-cifar10", "merging/vgg16-abstract")
+    ),
+    C.Caveat("merging/activations", "merging_table1_activations", _cost_key("activations"), _AT("activations")),
+    C.Caveat("merging/mobilenet", "merging_table2_mobilenet", _cost_key("mobilenet"), _AT("mobilenet")),
+]
 
 WEIGHTS = {
     "lenet": "weights/lenet_300_100.pth",  # the authors' format: {'acc', 'state_dict': ip1/ip2/ip3}
@@ -171,13 +196,14 @@ class Experiment:
     params: str | None = None  # "params (M)" | "params removed %" | None
     corner: str = "pruning ratio"
     paper_ratios: dict = field(default_factory=dict)  # subject (or "*") -> the ratios of the paper's table
-    claim_ratios: tuple | None = None  # the ratios with a merge-over-prune claim (None: every ratio run)
+    recipe: dict | None = None  # the paper's training recipe where it is part of the configuration (None: not stated)
     controls_per_subject: bool = False  # controls per subject (else pooled over subjects)
     row: Callable = _ratio_row  # (subject, r) -> row label
     partner_seed: Callable = lambda s, r: 1000 * s + int(100 * r)  # the random partner's seed per model seed and ratio
     record: dict = field(default_factory=dict)  # settings the results JSON keeps
 
 
+_REFERENCE_RECIPE = dict(optimizer="sgd", lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=128, epochs=200)
 _VGG_CFG = {c: (paper_cfg_ratios, dict(criterion=c)) for c in ("l1", "l2", "l2-GM")}
 _STAND_IN_FOR = "{name}: test accuracy %, no fine-tuning"
 EXPERIMENTS = {
@@ -194,10 +220,11 @@ EXPERIMENTS = {
             "prune (official ranking)",
             "merge (official ranking)",
         ),
-        claims=("merge-over-prune", "gap-grows", "control/random-partner", "merge-all-over-prune", *RANKINGS),
+        claims=("merge-over-prune", "gap-grows", "feature-map", "control/random-partner", "merge-all-over-prune", *RANKINGS),
         evidence=("merge (official ranking)", "prune (official ranking)", "the paper's ranking: [w, b], as the reference code"),
         gains=(("gain", "merge", "prune"), ("gain (official ranking)", "merge (official ranking)", "prune (official ranking)")),
         paper_ratios={"*": [0.5, 0.6, 0.7, 0.8]},
+        recipe=_REFERENCE_RECIPE,
         record=dict(criterion="l1", threshold=0.45, layer_order="original (reference code)"),
     ),
     "vgg16": Experiment(
@@ -208,16 +235,15 @@ EXPERIMENTS = {
         variants=("prune", "merge", "merge t=none", "random partner t=none", "merge (official BN formula)"),
         claims=(
             "merge-over-prune",
+            "official-bn-over-prune",
             "control/random-partner",
             "merge-all-over-prune",
-            "mean-merge-over-prune",
+            "prune-cost",
             "merge-near-unpruned",
-            "official-bn-over-prune",
         ),
         params="params removed %",
         corner="criterion",
         paper_ratios={"*": [0.5]},
-        claim_ratios=(0.5,),
         row=lambda c, r: c if r == 0.5 else f"{c} at {r:.0%}",
         record=dict(lam=0.85, threshold=0.1),
     ),
@@ -226,6 +252,7 @@ EXPERIMENTS = {
         PAPER_ACTIVATIONS,
         {a: (paper_cfg_ratios, {}) for a in ACTIVATIONS},
         "{name}, conv1 + conv8-13 at {ratio}: test accuracy %",
+        claims=("merge-over-prune", "control/random-partner", "merge-all-over-prune", "prune-cost"),
         corner="activation",
         paper_ratios={"*": [0.5]},
         row=lambda a, r: a,
@@ -236,7 +263,7 @@ EXPERIMENTS = {
         PAPER_MOBILENET,
         {"": (None, {})},
         "{name}, every layer pruned: test accuracy %, no fine-tuning",
-        claims=("merge-over-prune", "gap-grows", "control/random-partner", "merge-all-over-prune"),
+        claims=("merge-over-prune", "gap-grows", "control/random-partner", "merge-all-over-prune", "prune-cost"),
         params="params (M)",
         paper_ratios={"*": [0.4, 0.5, 0.6]},
     ),
@@ -245,7 +272,7 @@ EXPERIMENTS = {
         PAPER_IMAGENET,
         {"VGG": (last_conv_ratio, {}), "ResNet": (None, {})},
         "{name}: top-1 / top-5 accuracy %, no fine-tuning",
-        claims=("merge-over-prune", "control/random-partner", "merge-all-over-prune", "top5"),
+        claims=("merge-over-prune", "gap-grows", "prune-drops", "top5", "control/random-partner", "merge-all-over-prune"),
         topk=(1, 5),
         params="params (M)",
         corner="model, ratio",
@@ -334,17 +361,19 @@ class Setup(SetupBase):
         ]
 
 
+def _chunks(test: Dataset, batch_size: int):
+    "The (inputs, labels) batches of `test` in order."
+    if isinstance(test, TensorDataset):
+        return zip(*(t.split(batch_size) for t in test.tensors))
+    return torch.utils.data.DataLoader(test, batch_size=batch_size, shuffle=False)
+
+
 @torch.no_grad()
 def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: int = 256) -> dict:
     "Per-test-example correctness {k: bool array} of `model` in the top-`k` predictions."
     model = model.to(device).eval()
     out = {k: [] for k in topk}
-    chunks = (
-        zip(*(t.split(batch_size) for t in test.tensors))
-        if isinstance(test, TensorDataset)
-        else torch.utils.data.DataLoader(test, batch_size=batch_size, shuffle=False)
-    )
-    for x, y in chunks:
+    for x, y in _chunks(test, batch_size):
         o = model(x.to(device))
         y = y.to(device)
         top = o.topk(min(max(topk), o.shape[1]), 1).indices
@@ -352,6 +381,21 @@ def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: i
             out[k].append((top[:, :k] == y[:, None]).any(1).cpu())
     model.cpu()
     return {k: torch.cat(v).numpy() for k, v in out.items()}
+
+
+@torch.no_grad()
+def output_error(model: nn.Module, reference: nn.Module, test: Dataset, device="cpu", batch_size: int = 256) -> np.ndarray:
+    "Per-test-example relative error ‖f(x) − g(x)‖ / ‖g(x)‖ of `model`'s outputs f against the `reference` model's g (the same output layer)."
+    model, reference = model.to(device).eval(), reference.to(device).eval()
+    out = []
+    for x, _ in _chunks(test, batch_size):
+        x = x.to(device)
+        f, g = model(x).flatten(1), reference(x).flatten(1)
+        if f.shape != g.shape:
+            raise ValueError(f"`model` and `reference` must have the same outputs, got {tuple(f.shape)} and {tuple(g.shape)}")
+        out.append(((f - g).norm(dim=1) / g.norm(dim=1).clamp_min(1e-12)).cpu())
+    model.cpu(), reference.cpu()
+    return torch.cat(out).numpy()
 
 # %% ../../../nbs/papers/04b_neuron_merging_budget.ipynb #6abd5d33
 MAIN_PY_RECIPE = dict(optimizer="sgd", lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=128, schedule="step", gamma=0.1)

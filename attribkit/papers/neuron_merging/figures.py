@@ -16,26 +16,43 @@ _STYLE = {"prune": "o-", "merge": "s-", "merge t=none": "^--", "random partner t
 _se = lambda x: x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
 
 
+def _paper_ratios(S, subj: str) -> list:
+    "The ratios of `subj`'s rows in the paper's table."
+    X = S.experiment
+    return list(X.paper_ratios.get(subj, X.paper_ratios.get("*")) or [])
+
+
 def _ratio_panel(ax, M, subj: str) -> list:
-    "One subject's accuracy against the ratio (ours ± se, the paper's, unpruned); the values drawn."
+    "One subject's accuracy against the ratio (ours ± se; the paper's at the paper's ratios, which may not be ours; unpruned); the values drawn."
     S, rs, shown = M.setup, M.ratios[subj], []
     x = [100 * r for r in rs]
     for v in M.variants:
         m, e = np.array([M.acc(subj, v, r).mean() for r in rs]), np.array([_se(M.acc(subj, v, r)) for r in rs])
         ax.errorbar(x, m, yerr=e, fmt=_STYLE.get(v, "d-."), capsize=3, label=f"{v} (ours)")
         shown += [*(m - e), *(m + e)]
+    pr = _paper_ratios(S, subj)
     for v, mk in (("prune", "o"), ("merge", "s")):
-        pv = [S.paper.get(S.experiment.row(subj, r), {}).get(v) for r in rs]
+        pv = [S.paper.get(S.experiment.row(subj, r), {}).get(v) for r in pr]
         if any(p is not None for p in pv):
             ys = [np.nan if p is None else p for p in pv]
-            ax.plot(x, ys, mk, ms=11, mfc="none", color="gray" if v == "prune" else "k", label=f"{v} (paper)")
+            ax.plot([100 * r for r in pr], ys, mk, ms=11, mfc="none", color="gray" if v == "prune" else "k", label=f"{v} (paper)")
             shown += [p for p in pv if p is not None]
     base = M.acc(subj, "baseline").mean()
     ax.axhline(base, color="gray", ls="--", lw=1, label="unpruned (ours)")
-    ax.set_xticks(x)
+    ax.set_xticks(sorted({*x, *(100 * r for r in pr)}))
     ax.set_xlabel("pruning ratio (%)")
     ax.set_title(subj, fontsize=9)
     return shown + [base]
+
+
+def _chance(ax, S, inside: bool = True) -> None:
+    "Chance as a dotted line and the accuracies at chance (under the shared floor) shaded."
+    from attribkit.claims import chance_floor
+
+    floor = 100 * chance_floor(S.num_classes)
+    ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)")
+    if inside:
+        ax.axhspan(0, floor, color="r", alpha=0.07, lw=0, label=f"at chance (< {floor:.0f} %): not evaluable")
 
 
 def _ratio_axes(M) -> tuple:
@@ -50,39 +67,68 @@ def _ratio_axes(M) -> tuple:
     lo, hi = np.nanmin(shown), np.nanmax(shown)
     pad = max(2.0, 0.06 * (hi - lo))
     lo, hi = (min(lo, S.chance) if S.chance >= lo - 3 * pad else lo) - pad, hi + pad
-    inside = lo <= S.chance <= hi
     for ax in axes:
-        ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance" if inside else f"chance ({S.chance:.0f} %, below the axis)")
+        _chance(ax, S, lo <= S.chance <= hi)
     axes[0].set_ylim(lo, hi)
     return fig, list(axes)
 
 
 def _bar_axes(M) -> tuple:
-    "Grouped bars per subject at its one ratio, the paper's values as markers."
+    "Grouped bars per subject at its one ratio; the paper's values as markers over them at the paper's ratio, else in a panel of their own beside."
     import matplotlib.pyplot as plt
 
     S, subs = M.setup, list(M.setup.subjects)
-    fig, ax = plt.subplots(figsize=(1.4 * len(subs) + 4, 4.6), layout="constrained")
-    x, w, nv = np.arange(len(subs)), 0.8 / len(M.variants), len(M.variants)
+    same = all(M.ratios[s][0] in _paper_ratios(S, s) for s in subs)
+    fig, axes = plt.subplots(
+        1, 1 if same else 2, figsize=(1.4 * len(subs) + (4 if same else 7), 4.6), sharey=True, squeeze=False, layout="constrained"
+    )
+    ax, x, w, nv = axes[0][0], np.arange(len(subs)), 0.8 / len(M.variants), len(M.variants)
     for i, v in enumerate(M.variants):
         accs = [M.acc(s, v, M.ratios[s][0]) for s in subs]
         ax.bar(
             x + (i - (nv - 1) / 2) * w, [a.mean() for a in accs], w, yerr=[_se(a) for a in accs], capsize=2, label=f"{v} (ours)"
         )
+    ours = "/".join(sorted({f"{M.ratios[s][0]:.0%}" for s in subs}))
+    first = lambda s: (_paper_ratios(S, s) or M.ratios[s])[0]  # the paper's row drawn per subject
+    theirs = "/".join(sorted({f"{first(s):.0%}" for s in subs}))
+    pax, px, pw = (ax, x, w) if same else (axes[0][1], np.arange(len(subs)), 0.35)
     for j, (v, mk) in enumerate((("prune", "x"), ("merge", "*"))):
-        pv = [S.paper.get(S.experiment.row(s, M.ratios[s][0]), {}).get(v) for s in subs]
-        ys = [np.nan if p is None else p for p in pv]
-        ax.scatter(x + (j - (nv - 1) / 2) * w, ys, marker=mk, s=60, color="k", zorder=3, label=f"{v} (paper)")
+        ys = [S.paper.get(S.experiment.row(s, first(s)), {}).get(v, np.nan) for s in subs]
+        if same:
+            pax.scatter(px + (j - (nv - 1) / 2) * pw, ys, marker=mk, s=60, color="k", zorder=3, label=f"{v} (paper)")
+        else:
+            pax.bar(px + (j - 0.5) * pw, ys, pw, color="gray" if v == "prune" else "k", label=f"{v} (paper, at {theirs})")
     base = np.mean([M.acc(s, "baseline").mean() for s in subs])
     ax.axhline(base, color="gray", ls="--", lw=1, label="unpruned (ours, mean)")
-    ax.axhline(S.chance, color="r", ls=":", lw=1, label="chance")
-    ax.set_xticks(x, subs)
-    ax.set_xlabel(S.experiment.corner)
-    return fig, [ax]
+    for a in axes[0]:
+        _chance(a, S)
+        a.set_xticks(x, subs)
+        a.set_xlabel(S.experiment.corner)
+    if not same:
+        ax.set_title(f"ours: pruned at {ours}", fontsize=9)
+        pax.set_title(f"the paper: pruned at {theirs} (not our ratio)", fontsize=9)
+    return fig, list(axes[0])
+
+
+def _configuration_line(M) -> str:
+    "What the figure measures against the paper's configuration: its ratios, whether a stand-in is under its floor."
+    S = M.setup
+    ours = sorted({r for s in S.subjects for r in M.ratios[s]})
+    theirs = sorted({r for s in S.subjects for r in _paper_ratios(S, s)})
+    pct = lambda rs: "/".join(f"{r:.0%}" for r in rs)
+    line = (
+        f"pruned at {pct(ours)}, the paper's ratios"
+        if set(ours) <= set(theirs)
+        else f"pruned at {pct(ours)}; the paper prunes {pct(theirs)}: only {pct(sorted(set(ours) & set(theirs)))} is its configuration"
+        if set(ours) & set(theirs)
+        else f"pruned at {pct(ours)}, NOT the paper's configuration (it prunes {pct(theirs)})"
+    )
+    floor = S.floor_reason()
+    return line + (f"; {floor}" if floor else "")
 
 
 def merging_figure(res: Result) -> Figure:
-    "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values overlaid; the y-range fitted to the curves, the legend below."
+    "The notebook's figure: ours (mean ± se) against the ratio or per subject, the paper's values at its own ratios; the configuration measured, chance and a stand-in under its floor named; the y-range fitted to the curves, the legend below."
     import textwrap
 
     M = res.raw["measurements"]
@@ -96,5 +142,7 @@ def merging_figure(res: Result) -> Figure:
     ncol = 3 if len(axes) == 1 else 4
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
     unit = "one model" if S.single else f"mean ± se over {len(S.seeds)} seeds"
-    fig.suptitle(f"{textwrap.fill(S.model_name, 110)}\nno fine-tuning, {unit}", fontsize=8)
+    fig.suptitle(
+        f"{textwrap.fill(S.model_name, 110)}\n{textwrap.fill(_configuration_line(M), 110)}; no fine-tuning, {unit}", fontsize=8
+    )
     return fig

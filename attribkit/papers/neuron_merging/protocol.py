@@ -10,7 +10,7 @@ import numpy as np
 from ... import claims as C
 from ...merging import merge, prune
 from ..experiment import Result, diagnose
-from .budget import Setup, hits
+from .budget import Setup, hits, output_error
 from .registry import FAMILIES, RANKINGS, RULES, _deviations
 
 # %% auto #0
@@ -30,7 +30,7 @@ VARIANTS = {  # the methods a notebook compares, by name: (function, its argumen
 
 @dataclass
 class Measurements:
-    "What `prune_and_merge` measured (kept in `Result.raw`): correctness per (subject, variant, ratio, model index), parameter counts and merge reports."
+    "What `prune_and_merge` measured (kept in `Result.raw`): correctness per (subject, variant, ratio, model index), parameter counts, merge reports and, for an experiment with `feature-map` claims, its evidence pair's relative output error."
 
     setup: Setup
     variants: dict
@@ -38,6 +38,7 @@ class Measurements:
     hits: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     layers: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)  # (subject, variant, ratio, model index) -> relative output error per test example
     warnings: int = 0
 
     def has(self, *variants: str) -> bool:
@@ -59,13 +60,14 @@ class Measurements:
         r = None if variant == "baseline" else r
         return np.array([100 * float(self.hits[(subject, variant, r, i)][k].mean()) for i in range(self.n(subject))])
 
-    def diff(self, subject: str, a: str, b: str, r: float | None = None, k: int = 1) -> np.ndarray:
-        "Effects a − b (accuracy points) per unit: per seed, or per test image (×100) below `MIN_SEEDS` models."
+    def diff(self, subject: str, a: str, b: str, r: float | None = None, k: int = 1, rb: float | None = None) -> np.ndarray:
+        "Effects a at ratio `r` − b at ratio `rb` (default `r`), accuracy points per unit: per seed, or per test image (×100) below `MIN_SEEDS` models."
+        rb = r if rb is None else rb
         if self.n(subject) >= C.MIN_SEEDS:
-            per_seed = self.acc(subject, a, r, k) - self.acc(subject, b, r, k)
+            per_seed = self.acc(subject, a, r, k) - self.acc(subject, b, rb, k)
         else:
-            h = lambda v, i: self.hits[(subject, v, None if v == "baseline" else r, i)][k].astype(float)
-            per_seed = [100 * (h(a, i) - h(b, i)) for i in range(self.n(subject))]
+            h = lambda v, q, i: self.hits[(subject, v, None if v == "baseline" else q, i)][k].astype(float)
+            per_seed = [100 * (h(a, r, i) - h(b, rb, i)) for i in range(self.n(subject))]
         return C.unit_effects(per_seed, "methods")[0]
 
     def merged_share(self, subject: str, variant: str, r: float) -> list:
@@ -115,6 +117,8 @@ def prune_and_merge(setup: Setup, variants=None, ratios=None) -> Result:
                     M.warnings += sum("cosine threshold" in str(w.message) for w in caught)
                     M.hits[(subj, v, r, i)] = hits(small, setup.test, setup.experiment.topk, setup.run.dev)
                     M.layers[(subj, v, r, i)] = rep.layers
+                    if "feature-map" in setup.experiment.claims and v in setup.experiment.evidence[:2]:
+                        M.errors[(subj, v, r, i)] = output_error(small, model, setup.test, setup.run.dev)
                 M.params[(subj, r)] = (rep.params_before, rep.params_after)
     return Result(setup.run, raw=dict(measurements=M))
 
@@ -193,12 +197,29 @@ def _judge(M: Measurements, spec: C.ClaimSpec, subjects, eff, base, a, b, detail
     return spec.judge(eff, detail=detail)
 
 
+def _paper_ratio(S: Setup, subj: str, r: float) -> bool:
+    "Whether `r` is a ratio of `subj`'s row in the paper's table (True where the paper states none)."
+    X = S.experiment
+    pr = X.paper_ratios.get(subj, X.paper_ratios.get("*"))
+    return pr is None or any(abs(r - x) < 1e-9 for x in pr)
+
+
+def _paper_value(S: Setup, subj: str, r: float, col: str = "gain") -> float | None:
+    "The paper's `col` at (`subj`, `r`) where `r` is one of its ratios, else None."
+    return S.paper.get(S.experiment.row(subj, r), {}).get(col) if _paper_ratio(S, subj, r) else None
+
+
+def _cells(S: Setup, subj: str, pairs) -> list:
+    "The measured cells ('variant | row') of (variant, ratio) `pairs` of `subj`."
+    return [f"{v} | {S.experiment.row(subj, r)}" for v, r in pairs]
+
+
 def _paper_note(S: Setup, subj: str, r: float, how: str = "") -> str:
     "' (paper: +x points)' at a ratio of the paper's table; at another ratio, that it is not the paper's configuration and which that is."
     X = S.experiment
     pr = X.paper_ratios.get(subj, X.paper_ratios.get("*"))
     gain = S.paper.get(X.row(subj, r), {}).get("gain")
-    if pr is None or any(abs(r - x) < 1e-9 for x in pr):
+    if _paper_ratio(S, subj, r):
         parts = [f"paper: {gain:+.2f} points"] if gain is not None else []
     else:
         parts = [
@@ -208,20 +229,34 @@ def _paper_note(S: Setup, subj: str, r: float, how: str = "") -> str:
     return f" ({'; '.join(parts + ([how] if how else []))})" if parts or how else ""
 
 
-def _merge_over_prune(M: Measurements, subj: str) -> list:
-    S, X = M.setup, M.setup.experiment
-    (mv, pv, how), rs = X.evidence, M.ratios[subj]
-    out = []
-    for r in rs if X.claim_ratios is None else [r for r in rs if r in X.claim_ratios]:
+def _over_prune(M: Measurements, subj: str, family: str, mv: str, pv: str, how: str, rs) -> list:
+    "Claims `family/subj/r`: `mv` keeps higher accuracy than `pv` at each ratio of `rs`."
+    S, out = M.setup, []
+    for r in rs:
 
         def measure(spec, r=r):
             base, a, b = M.acc(subj, "baseline"), M.acc(subj, mv, r), M.acc(subj, pv, r)
             detail = f"prune {np.mean(b):.2f} → merge {np.mean(a):.2f}, unpruned {np.mean(base):.2f}"
             return _judge(M, spec, [subj], M.diff(subj, mv, pv, r), base, a, b, detail)
 
-        text = f"{subj + ': ' if subj else ''}merge keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how)
-        out.append((_key("merge-over-prune", subj, r), text, dict(subjects=[subj], ratios=[r]), measure))
+        what = "merge" if mv == S.experiment.evidence[0] else mv
+        text = f"{subj + ': ' if subj else ''}{what} keeps higher accuracy than prune at {r:.0%}" + _paper_note(S, subj, r, how)
+        w = dict(subjects=[subj], ratios=[r], cells=_cells(S, subj, [(mv, r), (pv, r)]), paper_effect=_paper_value(S, subj, r))
+        out.append((_key(family, subj, r), text, w, measure))
     return out
+
+
+def _merge_over_prune(M: Measurements, subj: str) -> list:
+    (mv, pv, how) = M.setup.experiment.evidence
+    return _over_prune(M, subj, "merge-over-prune", mv, pv, how, M.ratios[subj])
+
+
+def _official_bn(M: Measurements, subj: str) -> list:
+    "Per subject at the paper's ratios: the reference code's BN formula (the one behind the published numbers) against prune."
+    S, rs = M.setup, [r for r in M.ratios[subj] if _paper_ratio(M.setup, subj, r)]
+    return _over_prune(
+        M, subj, "official-bn-over-prune", "merge (official BN formula)", "prune", "the reference code's BN formula", rs
+    )
 
 
 def _gap_grows(M: Measurements, subj: str) -> list:
@@ -229,8 +264,8 @@ def _gap_grows(M: Measurements, subj: str) -> list:
     if len(rs) < 2:
         return []
     r0, r1 = rs[0], rs[-1]
-    p = [S.paper.get(S.experiment.row(subj, r), {}).get("gain") for r in (r0, r1)]
-    text = f"{subj + ': ' if subj else ''}diagnostic: the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}" + (
+    p = [_paper_value(S, subj, r) for r in (r0, r1)]
+    text = f"{subj + ': ' if subj else ''}the merge − prune gap is larger at {r1:.0%} than at {r0:.0%}" + (
         f" (paper: {p[1]:+.2f} vs {p[0]:+.2f} points)" if None not in p else ""
     )
     measure = lambda spec: _judge(
@@ -242,59 +277,174 @@ def _gap_grows(M: Measurements, subj: str) -> list:
         M.acc(subj, mv, r1),
         M.acc(subj, pv, r1),
     )
-    return [(_key("gap-grows", subj, r0, r1), text, dict(subjects=[subj], ratios=rs), measure)]
+    ctrl = _key("control/random-partner", subj if S.experiment.controls_per_subject else "")
+    w = dict(
+        subjects=[subj],
+        ratios=[r0, r1],
+        cells=_cells(S, subj, [(v, r) for r in (r0, r1) for v in (mv, pv)]),
+        paper_effect=None if None in p else round(p[1] - p[0], 2),
+        gated_by=(ctrl,) if "control/random-partner" in S.experiment.claims else (),
+    )
+    return [(_key("gap-grows", subj, r0, r1), text, w, measure)]
+
+
+def _feature_map(M: Measurements, subj: str) -> list:
+    "Per ratio: the relative error of the model's output (the last layer, the consumer of the last pruned one) against the unpruned model's, prune − merge."
+    S, (mv, pv, _) = M.setup, M.setup.experiment.evidence
+    out = []
+    for r in M.ratios[subj]:
+
+        def measure(spec, r=r):
+            e = lambda v: [M.errors[(subj, v, r, i)] for i in range(M.n(subj))]
+            eff = C.unit_effects([p - m for p, m in zip(e(pv), e(mv))], "methods")[0]
+            base, a, b = M.acc(subj, "baseline"), M.acc(subj, mv, r), M.acc(subj, pv, r)
+            err = lambda v: np.mean([x.mean() for x in e(v)])
+            return _judge(M, spec, [subj], eff, base, a, b, f"relative output error: prune {err(pv):.3f}, merge {err(mv):.3f}")
+
+        text = (
+            f"{subj + ': ' if subj else ''}merge keeps the unpruned model's output closer than prune at {r:.0%} "
+            "(relative error of the last layer's output, prune − merge; the paper gives no numbers)"
+        )
+        w = dict(subjects=[subj], ratios=[r], cells=[f"output error {v} | {S.experiment.row(subj, r)}" for v in (mv, pv)])
+        out.append((_key("feature-map", subj, r), text, w, measure))
+    return out
+
+
+def _prune_drops(M: Measurements, subj: str) -> list:
+    S, rs = M.setup, M.ratios[subj]
+    if len(rs) < 2:
+        return []
+    r0, r1 = rs[0], rs[-1]
+    p = [_paper_value(S, subj, r, "prune") for r in (r0, r1)]
+    text = f"{subj + ': ' if subj else ''}pruning alone loses accuracy from {r0:.0%} to {r1:.0%}" + (
+        f" (paper: {p[0]:.2f} → {p[1]:.2f})" if None not in p else ""
+    )
+
+    def measure(spec):
+        a, b = M.acc(subj, "prune", r0), M.acc(subj, "prune", r1)
+        detail = f"prune {np.mean(a):.2f} → {np.mean(b):.2f}"
+        return _judge(M, spec, [subj], M.diff(subj, "prune", "prune", r0, rb=r1), M.acc(subj, "baseline"), a, b, detail)
+
+    w = dict(
+        subjects=[subj],
+        ratios=[r0, r1],
+        cells=_cells(S, subj, [("prune", r0), ("prune", r1)]),
+        paper_effect=None if None in p else round(p[0] - p[1], 2),
+    )
+    return [(_key("prune-drops", subj, r0, r1), text, w, measure)]
+
+
+_TOP5_CLASSES = 100  # from this many classes top-5 is evidence; with fewer it sits near its ceiling (a diagnostic)
 
 
 def _top5(M: Measurements, subj: str) -> list:
-    S, rs = M.setup, M.ratios[subj]
-    paper = ", ".join(
-        f"{S.paper[S.experiment.row(subj, r)]['gain top-5']:+.2f}" if S.experiment.row(subj, r) in S.paper else "—" for r in rs
-    )
-    text = f"{subj}: merge top-5 > prune top-5 (mean over {', '.join(f'{r:.0%}' for r in rs)}; paper: {paper} points)"
-    a5 = lambda v: np.mean([M.acc(subj, v, r, 5) for r in rs], 0)
-    eff = lambda: np.mean([M.diff(subj, "merge", "prune", r, k=5) for r in rs], 0)
-    measure = lambda spec: _judge(M, spec, [subj], eff(), M.acc(subj, "baseline", None, 5), a5("merge"), a5("prune"))
-    return [(_key("top5", subj), text, dict(subjects=[subj], ratios=rs), measure)]
+    S, out = M.setup, []
+    for r in M.ratios[subj]:
+        p = _paper_value(S, subj, r, "gain top-5")
+        text = f"{subj + ': ' if subj else ''}merge top-5 > prune top-5 at {r:.0%}" + (
+            f" (paper: {p:+.2f} points)" if p is not None else ""
+        )
+        if S.num_classes < _TOP5_CLASSES:
+            text = f"diagnostic (top-5 of {S.num_classes} classes, near its ceiling): " + text
+        measure = lambda spec, r=r: _judge(
+            M,
+            spec,
+            [subj],
+            M.diff(subj, "merge", "prune", r, k=5),
+            M.acc(subj, "baseline", None, 5),
+            M.acc(subj, "merge", r, 5),
+            M.acc(subj, "prune", r, 5),
+        )
+        w = dict(
+            subjects=[subj],
+            ratios=[r],
+            cells=_cells(S, subj, [("merge top-5", r), ("prune top-5", r)]),
+            paper_effect=p,
+            **({} if S.num_classes >= _TOP5_CLASSES else dict(role="diagnostic")),
+        )
+        out.append((_key("top5", subj, r), text, w, measure))
+    return out
 
 # %% ../../../nbs/papers/04c_neuron_merging_protocol.ipynb #05bfc46e
-def _pool(M: Measurements, grp: list, a: str, b: str, rs=None) -> np.ndarray:
-    "Effects a − b averaged over the ratios (each subject's own when `rs` is None), then over the subjects of `grp`."
-    return np.mean([np.mean([M.diff(s, a, b, r) for r in (M.ratios[s] if rs is None else rs)], 0) for s in grp], 0)
+def _pool(M: Measurements, grp: list, a: str, b: str, rs) -> np.ndarray:
+    "Effects a − b averaged over the ratios `rs`, then over the subjects of `grp`."
+    return np.mean([np.mean([M.diff(s, a, b, r) for r in rs], 0) for s in grp], 0)
 
 
-def _accs(M: Measurements, grp: list, v: str, rs=None) -> np.ndarray:
-    "Accuracy % per model of `v`, averaged over the subjects of `grp` and the ratios."
-    return np.mean([M.acc(s, v, r) for s in grp for r in (M.ratios[s] if rs is None else rs)], 0)
+def _accs(M: Measurements, grp: list, v: str, rs) -> np.ndarray:
+    "Accuracy % per model of `v`, averaged over the subjects of `grp` and the ratios `rs`."
+    return np.mean([M.acc(s, v, r) for s in grp for r in rs], 0)
 
 
 def _base(M: Measurements, grp: list) -> np.ndarray:
     return np.mean([M.acc(s, "baseline") for s in grp], 0)
 
 
+def _pooled_ratios(M: Measurements, grp: list, pair: tuple = ()) -> list:
+    "The ratios a pooled claim of `grp` averages over: those of the paper's table among the run's, else every ratio run; with a `pair` of measured variants, only the ratios where they are not both at chance in any subject (a cell that makes a claim not evaluable never enters a mean), unless none is left."
+    rs = M.ratios[grp[0]]
+    rs = [r for r in rs if all(_paper_ratio(M.setup, s, r) for s in grp)] or rs
+    live = lambda r: not any(C.at_chance(max(M.acc(s, v, r).mean() for v in pair) / 100, M.setup.num_classes) for s in grp)
+    if not pair or not M.has(*pair):
+        return rs
+    return [r for r in rs if live(r)] or rs
+
+
+def _over(grp: list, rs: list) -> str:
+    return f"{'mean over ' + '/'.join(f'{r:.0%}' for r in rs) if len(rs) > 1 else f'at {rs[0]:.0%}'}" + (
+        " and the subjects)" if len(grp) > 1 else ")"
+    )
+
+
 def _random_partner(M: Measurements, grp: list) -> list:
-    one = grp[0] if len(grp) == 1 else ""
-    over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
+    one, rs = grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp, ("merge t=none", "random partner t=none"))
     text = (
-        f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {over}; "
+        f"{one + ': ' if one else ''}control (random partner): merging into the most similar kept neuron beats merging into a random one (t=none, {_over(grp, rs)}; "
         "if it does not, merge − prune measures re-scaling, not compensation"
     )
 
     def measure(spec):
-        a, b = _accs(M, grp, "merge t=none"), _accs(M, grp, "random partner t=none")
+        a, b = _accs(M, grp, "merge t=none", rs), _accs(M, grp, "random partner t=none", rs)
         detail = f"MostSim {np.mean(a):.2f} vs random {np.mean(b):.2f}"
-        return _judge(M, spec, grp, _pool(M, grp, "merge t=none", "random partner t=none"), _base(M, grp), a, b, detail)
+        return _judge(M, spec, grp, _pool(M, grp, "merge t=none", "random partner t=none", rs), _base(M, grp), a, b, detail)
 
-    return [(_key("control/random-partner", one), text, dict(subjects=grp, ratios=None), measure)]
+    return [(_key("control/random-partner", one), text, dict(subjects=grp, ratios=rs), measure)]
 
 
 def _merge_all(M: Measurements, grp: list) -> list:
-    one = grp[0] if len(grp) == 1 else ""
-    over = "mean over ratios" + (" and subjects)" if len(grp) > 1 else ")")
-    text = f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({over}"
+    one, rs = grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp, ("merge t=none", "prune"))
+    text = f"{one + ': ' if one else ''}diagnostic (the threshold): merging every pruned neuron (t=none) also beats plain pruning ({_over(grp, rs)}"
     measure = lambda spec: _judge(
-        M, spec, grp, _pool(M, grp, "merge t=none", "prune"), _base(M, grp), _accs(M, grp, "merge t=none"), _accs(M, grp, "prune")
+        M,
+        spec,
+        grp,
+        _pool(M, grp, "merge t=none", "prune", rs),
+        _base(M, grp),
+        _accs(M, grp, "merge t=none", rs),
+        _accs(M, grp, "prune", rs),
     )
-    return [(_key("merge-all-over-prune", one), text, dict(subjects=grp, ratios=None), measure)]
+    return [(_key("merge-all-over-prune", one), text, dict(subjects=grp, ratios=rs), measure)]
+
+
+def _prune_cost(M: Measurements, grp: list) -> list:
+    "What pruning alone costs (unpruned − prune, mean over the subjects) at the first ratio the pooled claims use: how far the stand-in sits from the paper's regime."
+    S, one, r = M.setup, grp[0] if len(grp) == 1 else "", _pooled_ratios(M, grp)[0]
+    paper = [S.paper[S.experiment.row(s, r)] for s in grp if _paper_ratio(S, s, r) and S.experiment.row(s, r) in S.paper]
+    p = np.mean([v["baseline"] - v["prune"] for v in paper]) if paper else None
+    text = (
+        f"{one + ': ' if one else ''}diagnostic: pruning alone at {r:.0%} costs accuracy ({'mean over the subjects' if len(grp) > 1 else 'one subject'}"
+        + (f"; paper: {p:.2f} points)" if p is not None else "; the paper does not prune this ratio)")
+    )
+    measure = lambda spec: _judge(
+        M,
+        spec,
+        grp,
+        np.mean([M.diff(s, "baseline", "prune", r) for s in grp], 0),
+        _base(M, grp),
+        _base(M, grp),
+        _accs(M, grp, "prune", [r]),
+    )
+    return [(_key("prune-cost", one, r), text, dict(subjects=grp, ratios=[r]), measure)]
 
 # %% ../../../nbs/papers/04c_neuron_merging_protocol.ipynb #38a237e4
 def _checkpoint(family: str, M: Measurements, _=None) -> list:
@@ -314,56 +464,37 @@ def _checkpoint(family: str, M: Measurements, _=None) -> list:
     return [(family, text, dict(subjects=[""], ratios=M.ratios[""], ranking=sfx), measure)]
 
 
-def _mean_merge_over_prune(M: Measurements, _=None) -> list:
-    subs, rs = list(M.setup.subjects), M.ratios[next(iter(M.setup.subjects))]
-    if len(rs) < 2:
-        return []
-    text = (
-        f"Merge keeps higher accuracy than prune, averaged over the three criteria and {'/'.join(f'{r:.0%}' for r in rs)} "
-        "of conv1 and conv8-13 (not the paper's configuration alone: it prunes 50%)"
-    )
-    measure = lambda spec: _judge(
-        M,
-        spec,
-        subs,
-        _pool2(M, subs, "merge", "prune", rs),
-        _base1(M, subs),
-        _accs(M, subs, "merge", rs),
-        _accs(M, subs, "prune", rs),
-    )
-    return [("mean-merge-over-prune", text, dict(subjects=subs, ratios=rs), measure)]
-
-
 def _merge_near_unpruned(M: Measurements, _=None) -> list:
-    subs, rs = list(M.setup.subjects), M.ratios[next(iter(M.setup.subjects))]
-    if 0.5 not in rs:
+    "At the paper's 50 %: merge − unpruned, mean over the criteria, a parity claim (its family's margin); not evaluable where pruning alone is at chance there (the stand-in is then outside the paper's regime: the paper's prune loses 4.6–5.9 points)."
+    S, subs = M.setup, list(M.setup.subjects)
+    if 0.5 not in M.ratios[subs[0]]:
         return []
-    text = (
-        "diagnostic (the stand-in's redundancy): at the paper's configuration merge stays within 1 point of the unpruned model "
-        "(paper: 93.16 vs 93.70; mean over criteria)"
+    paper = [S.paper[S.experiment.row(c, 0.5)] for c in subs if S.experiment.row(c, 0.5) in S.paper]
+    p = round(float(np.mean([v["merge"] - v["baseline"] for v in paper])), 2) if paper else None
+    text = "at the paper's configuration merge stays near the unpruned model (mean over the criteria" + (
+        f"; paper: {p:+.2f} points)" if p is not None else ")"
     )
 
     def measure(spec):
-        eff = np.mean([M.diff(c, "merge", "baseline", 0.5) for c in subs], 0) + 1.0
+        eff = np.mean([M.diff(c, "merge", "baseline", 0.5) for c in subs], 0)
         base, a = _base1(M, subs), _accs(M, subs, "merge", [0.5])
+        low = M.has("prune") and C.chance_reason(
+            min(np.mean(M.acc(c, "prune", 0.5)) for c in subs) / 100,
+            S.num_classes,
+            "pruning alone at 50 % (the lowest criterion)",
+        )
+        if low:
+            kept = [v["prune"] for v in paper]
+            why = low + (
+                f": the stand-in is outside the paper's regime (the paper's prune keeps {min(kept):.2f}–{max(kept):.2f} %)"
+                if kept
+                else ""
+            )
+            return spec.judge(effect=float("nan"), se=float("nan"), n=len(eff), not_evaluable=why)
         return _judge(M, spec, subs, eff, base, a, base, f"merge {np.mean(a):.2f} vs unpruned {np.mean(base):.2f}")
 
-    return [("merge-near-unpruned/r50", text, dict(subjects=subs, ratios=[0.5]), measure)]
-
-
-def _official_bn(M: Measurements, _=None) -> list:
-    subs, rs = list(M.setup.subjects), M.ratios[next(iter(M.setup.subjects))]
-    text = "diagnostic: the reference code's BN formula (compat='official') also beats prune (mean over criteria and ratios)"
-    v = "merge (official BN formula)"
-    measure = lambda spec: _judge(
-        M, spec, subs, _pool2(M, subs, v, "prune", rs), _base1(M, subs), _accs(M, subs, v, rs), _accs(M, subs, "prune", rs)
-    )
-    return [("official-bn-over-prune", text, dict(subjects=subs, ratios=rs), measure)]
-
-
-def _pool2(M: Measurements, subs: list, a: str, b: str, rs) -> np.ndarray:
-    "Effects a − b averaged over every (subject, ratio) pair at once."
-    return np.mean([M.diff(c, a, b, r) for c in subs for r in rs], 0)
+    cells = [f"baseline | {S.experiment.row(subs[0], 0.5)}"] + [f"merge | {S.experiment.row(c, 0.5)}" for c in subs]
+    return [("merge-near-unpruned/r50", text, dict(subjects=subs, ratios=[0.5], cells=cells, paper_effect=p), measure)]
 
 
 def _base1(M: Measurements, subs: list) -> np.ndarray:
@@ -373,14 +504,16 @@ def _base1(M: Measurements, subs: list) -> np.ndarray:
 # %% ../../../nbs/papers/04c_neuron_merging_protocol.ipynb #38a237e5
 _MAKERS = {
     "merge-over-prune": _merge_over_prune,
+    "official-bn-over-prune": _official_bn,
     "gap-grows": _gap_grows,
+    "feature-map": _feature_map,
+    "prune-drops": _prune_drops,
     "top5": _top5,
     "control/random-partner": _random_partner,
     "merge-all-over-prune": _merge_all,
+    "prune-cost": _prune_cost,
     **{f: functools.partial(_checkpoint, f) for f in RANKINGS},
-    "mean-merge-over-prune": _mean_merge_over_prune,
     "merge-near-unpruned": _merge_near_unpruned,
-    "official-bn-over-prune": _official_bn,
 }
 
 
@@ -393,16 +526,30 @@ def _scopes(S: Setup, over: str) -> list:
     return [None]
 
 
+def _recipe_note(S: Setup) -> str | None:
+    "Where the experiment's configuration includes the paper's training recipe (`Experiment.recipe`) and a stand-in was trained otherwise: how ('recipe adam lr 0.001, 60 epochs (paper: sgd lr 0.1, 200 epochs)'); None when it matches or no recipe is recorded (a checkpoint)."
+    ref, ex = S.experiment.recipe, S.extra
+    if ref is None:
+        return None
+    ours = [v["recipe"] for v in ex.get("recipes", {}).values()] + ([ex["recipe"]] if ex.get("recipe") else [])
+    say = lambda r: f"{r.get('optimizer', 'sgd')} lr {r['lr']:g}, {r['epochs']} epochs"
+    off = [r for r in ours if any(r.get(k, "sgd" if k == "optimizer" else None) != v for k, v in ref.items())]
+    return f"recipe {say(off[0])} (paper: {say(ref)})" if off else None
+
+
 def _configuration(S: Setup, w: dict) -> str:
-    "'paper' when every ratio a claim measures or pools over is one its subjects' paper table prunes, else what differs ('other: pools 10%/30%/50% (paper: 50%)')."
-    X = S.experiment
+    "'paper' when every ratio a claim measures or pools over is one its subjects' paper table prunes and the stand-in's recipe is the paper's where that is part of the configuration, else what differs ('other: ratio 10% (paper: 50%)', 'other: ratios 10%/30% (paper: 40%/50%/60%)')."
+    X, rs = S.experiment, w["ratios"]
     paper = lambda s: X.paper_ratios.get(s, X.paper_ratios.get("*"))
-    on = lambda s, r: paper(s) is None or any(abs(r - x) < 1e-9 for x in paper(s))
-    if all(on(s, r) for s in w["subjects"] for r in w["ratios"]):
-        return "paper"
-    theirs = sorted({x for s in w["subjects"] for x in (paper(s) or ())})
-    how = "pools" if len(w["ratios"]) > 1 else "prunes"
-    return f"other: {how} {'/'.join(f'{r:.0%}' for r in w['ratios'])} (paper: {'/'.join(f'{x:.0%}' for x in theirs)})"
+    diff = [_recipe_note(S)]
+    if not all(_paper_ratio(S, s, r) for s in w["subjects"] for r in rs):
+        theirs = sorted({x for s in w["subjects"] for x in (paper(s) or ())})
+        diff.insert(
+            0,
+            f"ratio{'s' if len(rs) > 1 else ''} {'/'.join(f'{r:.0%}' for r in rs)} (paper: {'/'.join(f'{x:.0%}' for x in theirs)})",
+        )
+    diff = [d for d in diff if d]
+    return "other: " + "; ".join(diff) if diff else "paper"
 
 
 def _claims(M: Measurements) -> tuple[list, dict]:
@@ -415,18 +562,22 @@ def _claims(M: Measurements) -> tuple[list, dict]:
             for fam in fams:
                 f = FAMILIES[fam]
                 for key, text, w, measure in _MAKERS[fam](M, scope):
+                    role = w.get("role", f.role)
                     spec = C.ClaimSpec(
                         key,
-                        X.paper_claim,
+                        f.claim or X.paper_claim,
                         text,
-                        f.role,
+                        role,
                         f.units or M.units,
+                        gated_by=w.get("gated_by", ()),
                         needs=f.needs or X.evidence[:2],
-                        configuration=_configuration(S, w) if f.role == "evidence" else None,
+                        configuration=_configuration(S, w) if role == "evidence" else None,
+                        margin=f.margin,
+                        paper_effect=w.get("paper_effect"),
                     )
                     c = spec.missing(M.variants)
                     if c is None:
-                        c, where[key] = measure(spec), w
+                        c, where[key] = dict(measure(spec), cells=w.get("cells", [])), w
                     out.append(c)
     return C.gate(out), where
 
