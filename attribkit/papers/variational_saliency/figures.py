@@ -45,7 +45,7 @@ def eval_figures(res: Result, n: int = 6, max_rows: int = 4) -> list[Figure]:
 
 
 def curve_figure(res: Result) -> Figure:
-    "The encoders' training curves (`res.extra['vsm_history']`), one line per seed: the training objective per epoch (↓) and keep-k on the held-out test images (↑), a random map's dotted."
+    "The encoders' training curves (`res.extra['vsm_history']`), one line per seed: the training objective per epoch (↓) and keep-k on the held-out test images (↑), a random map's dotted, the best baseline's dashed; the encoder's configuration in the title."
     import matplotlib.pyplot as plt
 
     hist, k = res.extra["vsm_history"], res.extra["settings"]["k"]
@@ -56,6 +56,12 @@ def curve_figure(res: Result) -> Figure:
         if h and all("heldout_keep_k" in r for r in h):
             b.plot(ep, [r["heldout_keep_k"] for r in h], marker="o", color=line.get_color(), label=f"seed {s}")
             b.axhline(h[0]["heldout_keep_k_random"], color=line.get_color(), ls=":", lw=1)
+    kk, lab = res.extra.get("keep_k", {}), res.raw.get("labels", {})
+    base = [n for r, n in lab.items() if r not in ("vsm", "random") and n in kk]
+    if base:  # the bar the encoder must come near: the best baseline on VSM's own objective
+        best = max(base, key=kk.get)
+        b.axhline(kk[best], color="k", ls="--", lw=1, label=f"best baseline: {best} (eval images, mean over seeds)")
+        b.legend(fontsize=7)
     a.set_xlabel("epoch")
     a.set_ylabel("training loss ↓ (nats per image)")
     a.set_title(
@@ -68,7 +74,10 @@ def curve_figure(res: Result) -> Figure:
         ax.xaxis.get_major_locator().set_params(integer=True)
     if hist:
         a.legend(fontsize=7)
-    fig.suptitle(f"VSM encoder training curves; {res.extra.get('model', '')}", fontsize=9)
+    conf = res.extra.get("configuration", "")
+    fig.suptitle(
+        f"VSM encoder training curves; {res.extra.get('model', '')}" + (f"\nencoder: {conf}" if conf else ""), fontsize=9
+    )
     fig.tight_layout()
     return fig
 
