@@ -8,8 +8,8 @@ from ...claims import Caveat, ClaimSpec, PaperClaim
 from ..experiment import Result
 
 # %% auto #0
-__all__ = ['PAPER', 'PAPER_CLAIMS', 'METRICS', 'CONTROL', 'ENCODER_CONTROL', 'EVAL_CLAIMS', 'KEEPK_BEST', 'POSTERIOR', 'MASKS',
-           'PIPELINE_CLAIMS', 'CAVEATS', 'RULES']
+__all__ = ['PAPER', 'PAPER_CLAIMS', 'METRICS', 'CONTROL', 'ENCODER_CONTROL', 'REACH_MARGIN', 'REACH', 'EVAL_CLAIMS', 'POSTERIOR',
+           'MASKS', 'PIPELINE_CLAIMS', 'CAVEATS', 'RULES']
 
 # %% ../../../nbs/papers/05a_variational_saliency_registry.ipynb #a51c0d02
 PAPER = "004"
@@ -78,6 +78,16 @@ ENCODER_CONTROL = {
     "vsal_prior": ClaimSpec(CONTROL, "vsal/uncertainty", "control: " + _FITS, role="control", needs=("vsm",)),
 }  # one measurement, by notebook: in vsal_eval (every seed's encoder) the evidence that the encoder fits its objective, and the gate of
 # the comparisons; in vsal_prior (the first seed's encoder, the same fit) only the gate of `vsal/uncertainty`, so the registry lists it once
+REACH_MARGIN = 0.1  # keep-k: how far behind the best baseline on its own objective VSM may be and still count as working
+REACH = ClaimSpec(
+    "eval/vsm-reaches-best/keep_k",
+    "vsal/better-saliency",
+    f"control: VSM keeps the predicted class from its top-k pixels within {REACH_MARGIN} of the best baseline's top-k (keep-k, VSM's "
+    "own objective; the best baseline chosen on the other half of the test images): the encoder works well enough to be compared",
+    role="control",
+    needs=("vsm",),
+    margin=REACH_MARGIN,
+)  # non-inferiority on the objective the encoder is trained for; with `CONTROL`, it gates the comparisons
 _EVAL = (
     ("vsm-over-best", "evidence", ("vsm", "best"), "VSM scores better than the best baseline on {m} ({d} is better)"),
     ("vsm-over-random", "diagnostic", ("vsm", "random"), "diagnostic: VSM scores better than a random map on {m}"),
@@ -92,21 +102,13 @@ EVAL_CLAIMS = [
             "vsal/better-saliency",
             text.format(m=m, d=d),
             role=role,
-            gated_by=(CONTROL,) if role == "evidence" else (),
+            gated_by=(CONTROL, REACH.key) if role == "evidence" else (),
             needs=tuple(n for n in sides if n != "best"),
         ),
     )
     for m, d in METRICS.items()
     for name, role, sides, text in _EVAL
 ]  # (metric, sides, spec): the effect is sides[0] minus sides[1], signed so that positive favours sides[0]
-KEEPK_BEST = ClaimSpec(
-    "eval/vsm-over-best/keep_k",
-    "vsal/better-saliency",
-    "diagnostic: VSM keeps the predicted class from its top-k pixels better than the best baseline's top-k (keep-k, VSM's own "
-    "objective; the best baseline chosen on the other half of the test images)",
-    role="diagnostic",
-    needs=("vsm",),
-)  # how far the encoder is from the best baseline on the objective it is trained for (negative: behind)
 POSTERIOR = ClaimSpec(
     "posterior/nu-off-over-on",
     "vsal/uncertainty",
@@ -143,7 +145,7 @@ CAVEATS = [
     Caveat(
         "vsal/better-saliency",
         "vsal_eval",
-        KEEPK_BEST.key,
+        REACH.key,
         "on its own objective, VSM's keep-k minus the best baseline's",
     ),
     Caveat("vsal/uncertainty", "vsal_prior", CONTROL, "the encoder's keep-k minus a random map's (the first seed's fit)"),
@@ -231,6 +233,7 @@ RULES = {
     "eval/vsm-over-best": _why_vsm,
     "eval/vsm-over-random": _why_vsm,
     "eval/best-over-random": _why_control,
+    "eval/vsm-reaches-best": _why_vsm,
     "posterior": _why_posterior,
     "pipeline": _why_pipeline,
 }  # diagnoses by claim key (`attribkit.papers.experiment.diagnose`); each rule reads the Result, never a claim's text
