@@ -13,6 +13,12 @@ from .budget import LABELS
 __all__ = ['eval_figures', 'curve_figure', 'prior_figure', 'pipeline_figure']
 
 # %% ../../../nbs/papers/05d_variational_saliency_figures.ipynb #f3d8da57
+def _encoder_note(res: Result) -> str:
+    "A title's second line naming the VSM encoder's configuration when it is not the appendix's (`res.extra['configuration']`), else ''."
+    conf = res.extra.get("configuration", "paper")
+    return "" if conf == "paper" else f"\nVSM encoder: {conf}"
+
+
 def eval_figures(res: Result, n: int = 6, max_rows: int = 4) -> list[Figure]:
     "The gallery of `compare_methods`'s first seed: test images (true and predicted class) and every method's map, VSM's uncertainty ν last; `max_rows` methods a figure (galleries split rather than tall)."
     from attribkit.viz import attribution_grid
@@ -36,7 +42,7 @@ def eval_figures(res: Result, n: int = 6, max_rows: int = 4) -> list[Figure]:
         )
         fig.suptitle(
             f"Maps for the predicted class; {shown['model']}, seed {r0['seed']} (rows: methods; G×I and DGA signed, red > 0); "
-            f"part {s // max_rows + 1} of {-(-len(names) // max_rows)}",
+            f"part {s // max_rows + 1} of {-(-len(names) // max_rows)}" + _encoder_note(res),
             fontsize=9,
             y=1.01,
         )
@@ -74,10 +80,7 @@ def curve_figure(res: Result) -> Figure:
         ax.xaxis.get_major_locator().set_params(integer=True)
     if hist:
         a.legend(fontsize=7)
-    conf = res.extra.get("configuration", "")
-    fig.suptitle(
-        f"VSM encoder training curves; {res.extra.get('model', '')}" + (f"\nencoder: {conf}" if conf else ""), fontsize=9
-    )
+    fig.suptitle(f"VSM encoder training curves; {res.extra.get('model', '')}" + _encoder_note(res), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -121,7 +124,7 @@ def prior_figure(res: Result) -> Figure:
             ax.set_xticks([])
             ax.set_yticks([])
         axes[row, 0].set_ylabel(f"q(s|x), test {i}\n{label}", fontsize=8)
-    fig.suptitle(f"Soft-TV prior draws and the fitted posterior; {disp['model']}", fontsize=9)
+    fig.suptitle(f"Soft-TV prior draws and the fitted posterior; {disp['model']}" + _encoder_note(res), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -173,6 +176,6 @@ def pipeline_figure(res: Result, n: int = 4) -> Figure:
         if i == 0:
             ax.set_title("predictions", fontsize=9)
             ax.legend(fontsize=6)
-    fig.suptitle(f"VSM pipeline (appendix Figure 1); {shown['model']}", fontsize=9)
+    fig.suptitle(f"VSM pipeline (appendix Figure 1); {shown['model']}" + _encoder_note(res), fontsize=9)
     fig.tight_layout()
     return fig

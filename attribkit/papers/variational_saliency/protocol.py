@@ -650,6 +650,7 @@ def prior_result(S: Setup, draws: Result, post: Result, fixed: Result) -> Result
     extra = dict(
         data=S.run.budget["data"],
         model=S.model_name,
+        configuration=configuration(S.run.budget),
         vsm_history={r["seed"]: r["vsm"].history for r in runs},
         encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in runs if "check" in r},
         prior=[P.kind, P.strength, P.boundary],
@@ -745,6 +746,7 @@ def pipeline_result(S: Setup, runs: Result) -> Result:
     extra = dict(
         data=run.budget["data"],
         model=S.model_name,
+        configuration=configuration(S.run.budget),
         vsm_history={r["seed"]: r["vsm"].history for r in per},
         vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in per])) for key in ("loss", "likelihood")},
         settings=S.settings_record(n_eval=len(per[0]["x"])),
