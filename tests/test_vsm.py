@@ -254,8 +254,9 @@ def test_vsal_eval_steps_on_a_tiny_setup(tmp_path):
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path)
     res = P.compare_methods(S, _scores(S))
-    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 10
-    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS} | {P.CONTROL}
+    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 11
+    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS} | {P.CONTROL, P.REACH.key}
+    assert all(c["configuration"] == P.configuration(S.run.budget) for c in res.claims if c["role"] == "evidence")
     assert res.claim("eval/vsm-over-random/deletion")["n"] == 6 and res.claim("eval/vsm-over-random/deletion")["units"] == "paired images"
     assert "VSM arg-max on the 2-px frame (fraction)" in res.measured and "classifier top-1 hit rate, seed 0" in res.measured
     assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds" and c["effect"] is not None}  # gated: none
@@ -353,7 +354,8 @@ def test_vsal_schematic_steps_on_a_tiny_setup(tmp_path):
 
 
 def test_vsal_claims_tied_to_the_registry(tmp_path):
-    "Every claim of the three steps names a registry id of PAPER_CLAIMS and a role; every registry claim has evidence; stand-ins carry the accuracy."
+    "Every claim of the three steps names a registry id of PAPER_CLAIMS and a role; every registry claim has evidence, each piece with its configuration; no two registry claims rest on one measurement; stand-ins carry the accuracy."
+    from attribkit.claims import check_distinct
     from attribkit.claims import ROLES
     from attribkit.papers import registry
     from attribkit.papers import variational_saliency as P
@@ -368,10 +370,13 @@ def test_vsal_claims_tied_to_the_registry(tmp_path):
     assert all(c["paper_claim"] in ids and c["role"] in ROLES for _, c in claims), [(nb, c["key"]) for nb, c in claims]
     for pc in ids:
         assert any(c["paper_claim"] == pc and c["role"] == "evidence" for _, c in claims), pc
+    assert all(c["configuration"] for _, c in claims if c["role"] == "evidence") and check_distinct(claims) is None
+    assert [(nb, c["paper_claim"]) for nb, c in claims if c["paper_claim"] == "vsal/mask-keeps-prediction" and c["role"] == "evidence"] == [
+        ("vsal_eval", "vsal/mask-keeps-prediction")]   # the encoder's fit: one piece, every seed's encoder; the pipeline's KL is a diagnostic
     assert not any(c["key"].startswith("prior/") for _, c in claims)        # correlations that hold by construction are no claims
     roles = {c["key"]: c["role"] for _, c in claims}
     assert roles["eval/vsm-over-best/deletion"] == "evidence" and roles["eval/best-over-random/deletion"] == "control"
-    assert roles["eval/vsm-over-random/deletion"] == "diagnostic" and roles["pipeline/vsm-over-brightest"] == "diagnostic"
+    assert roles["eval/vsm-over-random/deletion"] == "diagnostic" and roles["pipeline/vsm-over-brightest"] == roles["pipeline/vsm-over-random"] == "diagnostic"
     assert all(r.stand_ins == {"a toy classifier": 0.9} for r in results.values())
 
 
@@ -432,27 +437,29 @@ def test_vsal_eval_notebook_runs_with_two_methods_dropped(tmp_path):
 
 
 def test_vsal_encoder_control_gates_the_evidence(tmp_path):
-    "The encoder's keep-k against a random map on held-out images is a control (seeds from 3 on); if it fails, the evidence that needs a working encoder is not evaluable and names it (`gated_by`, `gate`), and the registry verdict does not count the control twice."
+    "The encoder's keep-k against a random map on held-out images (seeds from 3 on) is the evidence that the encoder fits its objective and the gate of the comparisons: if it fails, the evidence that needs a working encoder is not evaluable and names it (`gated_by`, `gate`), and the comparisons' registry verdict does not count it."
     from attribkit.claims import claim, gate, paper_verdict
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path, seeds=3)
     res = P.compare_methods(S, _scores(S, ["VSM", "G×I", "random"]))
     c = res.claim(P.CONTROL)
-    assert c["role"] == "control" and c["paper_claim"] == "vsal/better-saliency" and c["n"] == 3 and c["units"] == "seeds"
+    assert c["role"] == "evidence" and c["paper_claim"] == "vsal/mask-keeps-prediction" and c["n"] == 3 and c["units"] == "seeds"
     assert set(res.extra["encoder_check"]) == {0, 1, 2} and all("heldout_keep_k" in h[-1] for h in res.extra["vsm_history"].values())
-    ev = [x for x in res.claims if x["key"].startswith("eval/vsm-over-best/")]
-    assert ev and all(x["gated_by"] == [P.CONTROL] for x in ev) and not any(x["gated_by"] for x in res.claims if x not in ev)
+    ev = [x for x in res.claims if x["key"].startswith("eval/vsm-over-best/") and x["role"] == "evidence"]
+    comp = {x["key"] for x in ev}   # the comparisons with the best baseline (its keep-k control, `REACH`, gates them)
+    assert ev and all(x["gated_by"] == [P.CONTROL, P.REACH.key] for x in ev) and not any(x["gated_by"] for x in res.claims if x not in ev)
     assert all((x["verdict"] == "not evaluable" and f"control {P.CONTROL} fails" in x["reasons"]) == (c["verdict"] == "fails") for x in ev)
-    failed = claim(P.CONTROL, "control", [-0.1, -0.11, -0.09], units="seeds", role="control", paper_claim="vsal/better-saliency")
+    failed = claim(P.CONTROL, "fits", [-0.1, -0.11, -0.09], units="seeds", paper_claim="vsal/mask-keeps-prediction", configuration="paper")
     others = [x for x in res.claims if x["key"] != P.CONTROL]
     gated = gate(others + [failed])
-    assert all(x["verdict"] == "not evaluable" and x["reasons"][0] == f"control {P.CONTROL} fails" and x["n"] == 3 and x["units"] == "seeds"
-               for x in gated if x["key"].startswith("eval/vsm-over-best/"))
-    assert [x for x in gated if not x["key"].startswith("eval/vsm-over-best/")] == [x for x in others if not x["key"].startswith("eval/vsm-over-best/")] + [failed]
+    assert all(x["verdict"] == "not evaluable" and f"control {P.CONTROL} fails" in x["reasons"] and x["n"] == 3 and x["units"] == "seeds"
+               for x in gated if x["key"] in comp)
+    assert [x for x in gated if x["key"] not in comp] == [x for x in others if x["key"] not in comp] + [failed]
     pc = P.PAPER_CLAIMS[0]
     row = paper_verdict(pc, [("vsal_eval", x) for x in gated])
     assert row["verdict"] == "not evaluable" and not row["support"].startswith("control")   # gated, not counted twice
-    held = claim(P.CONTROL, "control", [0.1, 0.11, 0.09], units="seeds", role="control", paper_claim="vsal/better-saliency")
+    assert paper_verdict(P.PAPER_CLAIMS[1], [("vsal_eval", x) for x in gated])["verdict"] == "fails"   # the fit check itself
+    held = claim(P.CONTROL, "fits", [0.1, 0.11, 0.09], units="seeds", paper_claim="vsal/mask-keeps-prediction", configuration="paper")
     assert gate(others + [held])[:-1] == others
 
 

@@ -5,6 +5,7 @@
 # %% ../../../nbs/papers/05c_variational_saliency_protocol.ipynb #96e142cf
 from __future__ import annotations
 import math
+from dataclasses import replace
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,11 @@ def _per_unit(runs: list, f) -> np.ndarray:
     if units == "seeds":  # each seed's mean as np.nanmean sums it (the record's numbers to the last bit)
         return np.array([np.nanmean(p) for p in per if np.isfinite(p).any()])
     return effects
+
+
+def _judged(S: Setup, spec: ClaimSpec) -> ClaimSpec:
+    "`spec` with, for evidence, the configuration of the run's budget (`configuration`: 'paper' or what differs from appendix C)."
+    return replace(spec, configuration=configuration(S.run.budget)) if spec.role == "evidence" else spec
 
 
 def _units(runs: list) -> str:
@@ -69,7 +75,8 @@ def _not_evaluable(spec: ClaimSpec, why: str, n: int = 0) -> dict:
 
 
 def _encoder_control(S: Setup, runs: list, spec: ClaimSpec, why_not: str | None) -> tuple[dict | None, dict]:
-    "The control `spec` (`ENCODER_CONTROL`) from the runs' `check` (`encoder_check`; None when a run has none) and its measured cells."
+    "The encoder's check `spec` (`ENCODER_CONTROL`: evidence in vsal_eval, a control in vsal_prior) from the runs' `check` (`encoder_check`; None when a run has none) and its measured cells."
+    spec = _judged(S, spec)
     checks = [r["check"] for r in runs if "check" in r]
     if not checks or len(checks) != len(runs):
         return None, {}
@@ -259,6 +266,7 @@ def _eval_claims(S: Setup, scores: list, names: list, scored: list, folds: dict)
     no_baseline = f"no baseline compared: none of {_baselines(METHODS)} is in `methods`"
     claims = []
     for m, sides, spec in EVAL_CLAIMS:
+        spec = _judged(S, spec)
         if m not in scored:
             c = _not_evaluable(spec, "the ImageNet folder layout has no object masks or boxes")
         elif spec.missing(present) is not None:
@@ -271,13 +279,27 @@ def _eval_claims(S: Setup, scores: list, names: list, scored: list, folds: dict)
             effects = _eval_effects(scores, names, m, sides, folds)
             c = spec.judge(effects, units=units, detail=_eval_detail(S, names, m, sides, folds, len(scores[0]["x"])))
         claims.append(c)
-    spec = ENCODER_CONTROL["vsal/better-saliency"]
+    claims.append(_reach(S, scores, names, why_not))
+    spec = _judged(S, ENCODER_CONTROL["vsal_eval"])
     control, cells = (spec.missing(present), {}) if spec.missing(present) else _encoder_control(S, scores, spec, why_not)
     return gate(claims + ([control] if control else [])), cells
 
 
+def _reach(S: Setup, scores: list, names: list, why_not: str | None) -> dict:
+    "The control `REACH`: VSM's keep-k minus the best baseline's (chosen on the other half of the test images), per unit, no worse than `REACH_MARGIN`."
+    baselines, n = _baselines(names), len(scores)
+    if REACH.missing([LABELS[x] for x in names]):
+        return REACH.missing([LABELS[x] for x in names])
+    if not baselines or why_not:
+        return _not_evaluable(REACH, why_not or f"no baseline compared: none of {_baselines(METHODS)} is in `methods`", n)
+    folds = {"keep_k": _fold_best(scores, baselines, "keep_k", 1.0)}
+    effects = _eval_effects(scores, names, "keep_k", ("vsm", "best"), folds)
+    detail = _eval_detail(S, names, "keep_k", ("vsm", "best"), folds, len(scores[0]["x"])) + f"; k = {S.settings['k']}"
+    return REACH.judge(effects, units=_units(scores), detail=detail)
+
+
 def compare_methods(S: Setup, scored: Result) -> Result:
-    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims (`EVAL_CLAIMS`: VSM against the best baseline, chosen on the other half of the test images; the best baseline and VSM against a random map; the encoder control `CONTROL` gating the evidence) from `score_maps`'s result, with their diagnoses."
+    "vsal_eval's table (methods × deletion ↓, insertion ↑, pointing game ↑), its measured cells and its claims (`EVAL_CLAIMS`: VSM against the best baseline, chosen on the other half of the test images; the best baseline and VSM against a random map; `REACH`, VSM's keep-k within `REACH_MARGIN` of the best baseline's; the encoder's check `CONTROL`, the evidence of `vsal/mask-keeps-prediction`; both gate the comparisons) from `score_maps`'s result, with their diagnoses."
     run, scores = S.run, scored.raw["scores"]
     names = list(scores[0]["res"])
     scored_metrics = [
@@ -299,6 +321,7 @@ def compare_methods(S: Setup, scored: Result) -> Result:
         best_baseline={m: f[0] if f[0] == f[1] else " / ".join(f) for m, f in folds.items()},
         best_baseline_folds=folds,
         units=_units(scores),
+        configuration=configuration(run.budget),
         keep_k={n: float(np.nanmean(_values(scores, "keep_k", n))) for n in names},
         vsm_history=vsm,
         vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
@@ -566,18 +589,18 @@ def _posterior_cells(post: list) -> dict:
 
 def _prior_claims(S: Setup, post: list, seeds: list) -> tuple[list, dict]:
     "vsal_prior's claim (`POSTERIOR`) and the encoder control gating it, with the control's measured cells."
-    why_not = _unevaluable(S, seeds)
+    why_not, spec = _unevaluable(S, seeds), _judged(S, POSTERIOR)
     if why_not:
-        c = _not_evaluable(POSTERIOR, why_not, len(post))
+        c = _not_evaluable(spec, why_not, len(post))
     elif S.masks is None:
-        c = _not_evaluable(POSTERIOR, "the ImageNet folder layout has no object masks", len(post))
+        c = _not_evaluable(spec, "the ImageNet folder layout has no object masks", len(post))
     else:
         detail = (
             f"effect = log(mean ν off the objects / mean ν on them) per image, 2-px frame excluded; "
             f"{S.run.budget['data']}, {len(post[0]['x'])} test images per seed"
         )
-        c = POSTERIOR.judge(_per_unit(post, lambda r: r["log_ratio"].numpy()), units=_units(post), detail=detail)
-    control, cells = _encoder_control(S, post, ENCODER_CONTROL["vsal/uncertainty"], why_not)
+        c = spec.judge(_per_unit(post, lambda r: r["log_ratio"].numpy()), units=_units(post), detail=detail)
+    control, cells = _encoder_control(S, post, ENCODER_CONTROL["vsal_prior"], why_not)
     return gate([c] + ([control] if control else [])), cells
 
 
@@ -627,6 +650,7 @@ def prior_result(S: Setup, draws: Result, post: Result, fixed: Result) -> Result
     extra = dict(
         data=S.run.budget["data"],
         model=S.model_name,
+        configuration=configuration(S.run.budget),
         vsm_history={r["seed"]: r["vsm"].history for r in runs},
         encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in runs if "check" in r},
         prior=[P.kind, P.strength, P.boundary],
@@ -722,6 +746,7 @@ def pipeline_result(S: Setup, runs: Result) -> Result:
     extra = dict(
         data=run.budget["data"],
         model=S.model_name,
+        configuration=configuration(S.run.budget),
         vsm_history={r["seed"]: r["vsm"].history for r in per},
         vsm_final={key: float(np.mean([r["vsm"].history[-1][key] for r in per])) for key in ("loss", "likelihood")},
         settings=S.settings_record(n_eval=len(per[0]["x"])),

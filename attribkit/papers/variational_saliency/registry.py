@@ -4,12 +4,12 @@
 
 # %% ../../../nbs/papers/05a_variational_saliency_registry.ipynb #96e142ce
 from __future__ import annotations
-from ...claims import ClaimSpec, PaperClaim
+from ...claims import Caveat, ClaimSpec, PaperClaim
 from ..experiment import Result
 
 # %% auto #0
-__all__ = ['PAPER', 'PAPER_CLAIMS', 'METRICS', 'CONTROL', 'ENCODER_CONTROL', 'EVAL_CLAIMS', 'POSTERIOR', 'MASKS',
-           'PIPELINE_CLAIMS', 'RULES']
+__all__ = ['PAPER', 'PAPER_CLAIMS', 'METRICS', 'CONTROL', 'ENCODER_CONTROL', 'REACH_MARGIN', 'REACH', 'EVAL_CLAIMS', 'POSTERIOR',
+           'MASKS', 'PIPELINE_CLAIMS', 'CAVEATS', 'RULES']
 
 # %% ../../../nbs/papers/05a_variational_saliency_registry.ipynb #a51c0d02
 PAPER = "004"
@@ -19,7 +19,8 @@ PAPER_CLAIMS = [
         "vsal/better-saliency",
         PAPER,
         "“Variational Saliency Maps for Explaining Model's Behavior” (the title): the map ranks the pixels the classifier relies on "
-        "better than other saliency methods",
+        "better than other saliency methods. Design check, not by construction: nothing in the objective ranks pixels against other "
+        "methods, so it can fail; it is judged only once the encoder fits its own objective (gated by `vsal/mask-keeps-prediction`)",
         "title and body (the body's comparison is not available: only the appendix is)",
         "not available (only the appendix is)",
         "deletion AUC ↓, insertion AUC ↑ (RISE's protocol), pointing game ↑ — our choice of metrics",
@@ -33,21 +34,26 @@ PAPER_CLAIMS = [
         "vsal/mask-keeps-prediction",
         PAPER,
         "“A saliency map is sampled from it, followed by passing a differentiable top-k operator to provide a binary mask. "
-        "With this mask, the input image is perturbed” — the reconstruction term between ŷ_perturb and ŷ_origin",
+        "With this mask, the input image is perturbed” — the reconstruction term between ŷ_perturb and ŷ_origin. Design check, "
+        "holds by construction: the encoder fits its objective, i.e. is trained to keep the prediction from its top-k pixels while a "
+        "random map is not optimised, so it holds whenever training ran; a fit check, and the gate of the comparisons",
         "appendix A, Figure 1 (schematic)",
         "none (a schematic)",
-        "KL(ŷ_origin ‖ ŷ_perturb) ↓ under the hard top-k mask of a sample s, against a random mask of the same size",
-        _STAND_INS,
-        headline="VSM's top-k mask keeps the prediction",
+        "keep-k ↑ (the predicted class's probability when only the map's top-k pixels are kept, k = 0.25) of μ against a random map "
+        "on held-out test images, per encoder (seed); the KL(ŷ_origin ‖ ŷ_perturb) of Figure 1's pipeline is a diagnostic",
+        _STAND_INS + "; five encoders (seeds) on one classifier (cpu)",
+        headline="the encoder fits its objective: its top-k keeps the prediction better than a random map's",
         paper_effect="none (a schematic)",
-        unit="nats of KL",
+        unit="keep-k (probability)",
         design_check=True,
     ),
     PaperClaim(
         "vsal/uncertainty",
         PAPER,
         "the saliency map is a random variable and the method gives uncertainty over the explanation (the abstract, summarised; "
-        "the body is not available)",
+        "the body is not available). Design check, holds by construction up to the fit: background pixels never enter the top-k, "
+        "so the likelihood is flat there and ν's optimum is the prior's marginal variance, while on the objects sampling noise "
+        "changes the kept set and ν shrinks; a consequence of the ELBO, not a test of calibrated uncertainty",
         "abstract (OpenReview x2ywTOFM4xt)",
         "none",
         "log(mean ν off the objects / mean ν on them) ↑ per image, 2-px frame excluded — our reading of 'uncertainty'",
@@ -60,18 +66,28 @@ PAPER_CLAIMS = [
 ]  # seed 004 is an appendix that states no experiment-backed finding: these rows, read from the title and abstract, are design
 # checks of this implementation (listed apart, never tallied as the paper's claims); appendix B (the prior's correlation) and D (the KL) are identities: tests
 METRICS = {"deletion": "lower", "insertion": "higher", "pointing": "higher"}  # vsal_eval's metrics, and which way is better
-CONTROL = "vsm/encoder-beats-random-keepk"  # the key of the control that gates the evidence which needs a working encoder
+CONTROL = (
+    "vsm/encoder-beats-random-keepk"  # the key of the encoder's check, which gates the evidence that needs a working encoder
+)
+_FITS = (
+    "the trained encoder beats a random map on its own objective, keep-k (the predicted class's probability when only the "
+    "map's top-k pixels are kept) on held-out test images"
+)
 ENCODER_CONTROL = {
-    pc: ClaimSpec(
-        CONTROL,
-        pc,
-        "control: the trained encoder beats a random map on its own objective, keep-k (the predicted class's probability "
-        "when only the map's top-k pixels are kept) on held-out test images",
-        role="control",
-        needs=("vsm",),
-    )
-    for pc in ("vsal/better-saliency", "vsal/uncertainty")
-}  # one control, declared for each registry claim whose notebook measures it (vsal_eval, vsal_prior)
+    "vsal_eval": ClaimSpec(CONTROL, "vsal/mask-keeps-prediction", _FITS, needs=("vsm",)),
+    "vsal_prior": ClaimSpec(CONTROL, "vsal/uncertainty", "control: " + _FITS, role="control", needs=("vsm",)),
+}  # one measurement, by notebook: in vsal_eval (every seed's encoder) the evidence that the encoder fits its objective, and the gate of
+# the comparisons; in vsal_prior (the first seed's encoder, the same fit) only the gate of `vsal/uncertainty`, so the registry lists it once
+REACH_MARGIN = 0.1  # keep-k: how far behind the best baseline on its own objective VSM may be and still count as working
+REACH = ClaimSpec(
+    "eval/vsm-reaches-best/keep_k",
+    "vsal/better-saliency",
+    f"control: VSM keeps the predicted class from its top-k pixels within {REACH_MARGIN} of the best baseline's top-k (keep-k, VSM's "
+    "own objective; the best baseline chosen on the other half of the test images): the encoder works well enough to be compared",
+    role="control",
+    needs=("vsm",),
+    margin=REACH_MARGIN,
+)  # non-inferiority on the objective the encoder is trained for; with `CONTROL`, it gates the comparisons
 _EVAL = (
     ("vsm-over-best", "evidence", ("vsm", "best"), "VSM scores better than the best baseline on {m} ({d} is better)"),
     ("vsm-over-random", "diagnostic", ("vsm", "random"), "diagnostic: VSM scores better than a random map on {m}"),
@@ -86,7 +102,7 @@ EVAL_CLAIMS = [
             "vsal/better-saliency",
             text.format(m=m, d=d),
             role=role,
-            gated_by=(CONTROL,) if role == "evidence" else (),
+            gated_by=(CONTROL, REACH.key) if role == "evidence" else (),
             needs=tuple(n for n in sides if n != "best"),
         ),
     )
@@ -107,7 +123,9 @@ PIPELINE_CLAIMS = [
         ClaimSpec(
             "pipeline/vsm-over-random",
             "vsal/mask-keeps-prediction",
-            "after training, VSM's hard top-k mask preserves the prediction better (lower KL) than a random mask of the same size",
+            "diagnostic: after training, VSM's hard top-k mask of a sample s preserves the prediction better (lower KL) than a random "
+            "mask of the same size (one encoder; the 5-seed keep-k check is the evidence)",
+            role="diagnostic",
             needs=("vsm",),
         ),
     ),
@@ -123,6 +141,15 @@ PIPELINE_CLAIMS = [
         ),
     ),
 ]  # (the control mask, spec): the effect is the KL under the control mask minus the KL under VSM's hard top-k
+CAVEATS = [
+    Caveat(
+        "vsal/better-saliency",
+        "vsal_eval",
+        REACH.key,
+        "on its own objective, VSM's keep-k minus the best baseline's",
+    ),
+    Caveat("vsal/uncertainty", "vsal_prior", CONTROL, "the encoder's keep-k minus a random map's (the first seed's fit)"),
+]  # measured qualifiers for the first screen, found by key: how far the encoder is from the best baseline where it is compared
 
 # %% ../../../nbs/papers/05a_variational_saliency_registry.ipynb #d1a90e5e
 _METRIC_OF = {spec.key: m for m, _, spec in EVAL_CLAIMS}  # vsal_eval's claim key → its metric (from the declarations)
@@ -146,7 +173,7 @@ def _why_vsm(res: Result, c: dict) -> str:
         )
     )
     frame = res.measured.get("VSM arg-max on the 2-px frame (fraction)")
-    if _METRIC_OF[c["key"]] == "pointing" and frame:
+    if _METRIC_OF.get(c["key"]) == "pointing" and frame:
         why += (
             f"; {frame['mean']:.0%} of VSM's arg-max pixels lie on the 2-pixel image frame (see vsal_prior on the edge artefacts)"
         )
@@ -206,6 +233,7 @@ RULES = {
     "eval/vsm-over-best": _why_vsm,
     "eval/vsm-over-random": _why_vsm,
     "eval/best-over-random": _why_control,
+    "eval/vsm-reaches-best": _why_vsm,
     "posterior": _why_posterior,
     "pipeline": _why_pipeline,
 }  # diagnoses by claim key (`attribkit.papers.experiment.diagnose`); each rule reads the Result, never a claim's text
