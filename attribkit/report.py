@@ -391,7 +391,7 @@ def claim_details(row: dict, results: dict) -> list[str]:
         for ref in refs:
             for c in _claims([ref], results):
                 why = c["reasons"][0] if c["reasons"] else None
-                eff = "—" if c["effect"] is None else fmt_effect(c["effect"], c["se"]) + unit
+                eff = "—" if c["effect"] is None else fmt_effect(c["effect"], c["se"]) + (unit if role == "evidence" else "")   # a control is on its own scale
                 lines.append(f"| {md_escape(c['claim'])} `{ref}` | {eff} | {c['n']} {md_escape(c['units'])} | {unit_values(c)} | **{c['verdict']}**"
                              + (f": {md_escape(readable(why))}" if why else "") + f" | {md_escape(readable(c['detail']))} |")
     return lines + ["", f"Verdict: **{row['verdict']}** ({md_escape(readable(row['support']))})"]

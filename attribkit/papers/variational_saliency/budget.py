@@ -69,7 +69,9 @@ EDGE_FIXES = {
 
 # cpu: the zoo's multi-label classifier on the cluttered mosaics (its floor gates every claim)
 ZOO_CLASSIFIER = "Mosaic VGG-6-BN/2"
-VSM_EPOCHS = 4  # cpu: the encoder's epochs on 768 images (about 12 s each on one core): they beat a random map on keep-k but stay far
+VSM_EPOCHS = (
+    4  # cpu: the encoder's epochs on 768 images (about 12 s each on one core): they beat a random map on keep-k but stay far
+)
 # from the best baseline's keep-k; 6 epochs, or a 4× wider encoder at 3× the cost of an epoch, came no nearer (the reach control gates the comparisons)
 _VSM = dict(
     k=0.25, k_start=0.75, beta=0.1, prior="ar1", topk="sinkhorn", boundary="free", padding="zeros"
