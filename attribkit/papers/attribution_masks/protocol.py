@@ -91,28 +91,30 @@ def _judge(
     compare: str = "methods",
     over: str = "the test images",
     what: str = "effect in percentage points",
-    scale: float = 100.0,
+    factor: float = 100.0,
 ) -> dict:
-    "Claim `spec` judged from per-seed vectors of per-image effects in [−1, 1] (or one number per seed), times `scale` (percentage points by default), units by `claims.unit_effects`; `why`: the reason it cannot be judged; `effects[key]` keeps the per-seed effects."
+    "Claim `spec` judged from per-seed vectors of per-image effects in [−1, 1] (or one number per seed), times `factor` (percentage points by default), units by `claims.unit_effects`; `why`: the reason it cannot be judged; `effects[key]` keeps the per-seed effects."
     if why:
         return spec.judge(effect=float("nan"), se=float("nan"), n=0, not_evaluable=why)
     e, units = C.unit_effects(per_seed, compare)
     if units == "seeds":
-        effects[spec.key] = [float(v) for v in scale * e]
+        effects[spec.key] = [float(v) for v in factor * e]
     how = f"per-seed mean over {over}" if units == "seeds" else "test images paired within one seed"
-    return spec.judge(scale * e, units=units, detail=f"{how}; {what if scale == 100.0 else 'effect on its own scale'}")
+    return spec.judge(factor * e, units=units, detail=f"{how}; {what if factor == 100.0 else 'effect on its own scale'}")
 
 
 def _claims(pairs: list, present, effect, why, effects: dict, raw: dict, **kw) -> list:
-    "The claims of the (spec, about) `pairs`: `not evaluable` naming a method not in `present` (registry names), else judged from `effect(about)` (times `about['scale']`, default 100) unless `why(about)` gives a reason; a claim gated by a control that does not hold is `not evaluable` (`claims.gate`); `raw['about'][key]` keeps `about`."
+    "The claims of the (spec, about) `pairs`: `not evaluable` naming a method not in `present` (registry names), else judged from `effect(about)` (times `about['factor']`, default 100) unless `why(about)` gives a reason; a claim gated by a control that does not hold is `not evaluable` (`claims.gate`); `raw['about'][key]` keeps `about`."
     out = []
     for spec, about in pairs:
         raw.setdefault("about", {})[spec.key] = about
         c = spec.missing(present)
         if c is None:
             reason = why(about)
-            scale = about.get("scale", 100.0)
-            c = _judge(spec, effects, [] if reason else effect(about), reason, about.get("compare", "methods"), scale=scale, **kw)
+            factor = about.get("factor", 100.0)
+            c = _judge(
+                spec, effects, [] if reason else effect(about), reason, about.get("compare", "methods"), factor=factor, **kw
+            )
         out.append(c)
     return C.gate(out)
 

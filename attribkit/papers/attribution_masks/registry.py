@@ -495,7 +495,7 @@ def depth_claims(models, I: int) -> list[tuple[C.ClaimSpec, dict]]:
             "deeper converges more slowly: per seed, −Spearman ρ of G×SI's Q_1 against the layer count over the depths is above 0"
         )
         spec = _spec("depth/trend-q1", "mask/deeper-slower", text, "evidence", ("gxsi",), paper_effect=1.0)
-        out.append((spec, dict(kind="trend-q1", methods=spec.needs, models=tuple(models), compare="models", scale=1.0)))
+        out.append((spec, dict(kind="trend-q1", methods=spec.needs, models=tuple(models), compare="models", factor=1.0)))
     return out
 
 
@@ -551,7 +551,7 @@ def bias_claims(variants, I: int) -> list[tuple[C.ClaimSpec, dict]]:
         g, sl, sv = f"bias/premise-implicit-bias/{_slug(v)}", _slug(v).replace("vgg16+", ""), short(v)
         rows = [
             (g, "mask/nib-premise", f"premise: {sv} puts an implicit bias into the gradient (median |f_k − Σ z⊙∇f_k|/|f_k| above {IMPLICIT_BIAS_FLOOR})",
-             (), dict(), dict(kind="premise", models=(v,), compare="models", scale=1.0)),
+             (), dict(), dict(kind="premise", models=(v,), compare="models", factor=1.0)),
             (f"bias/lowers-gxsi/{_slug(v)}", "mask/bias-breaks-mia", f"(d) with {sv} G×SI's Q_{i5} is lower than the NIB model's",
              ("gxsi",), dict(paper_effect=_BIAS_FALL.get(sl), gated_by=(g,)), dict(kind="lowers", models=(NIB, v), compare="models")),
             (f"bias/no-rise/{_slug(v)}", "mask/bias-no-rise", f"with {sv} no iteration i = 1..{I} raises G×SI's Q_i above Q_0",
