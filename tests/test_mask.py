@@ -206,7 +206,7 @@ def test_mia_step_adapts_to_the_methods_given(tmp_path, capsys):
     res = P.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi", "GBP": "gbp", "random (control)": "random"}, iterations=3,
                        pred_methods={"G×SI": "gxsi"}, n_images=8)
     assert "identity check skipped: it needs G×I and DL or IG" in capsys.readouterr().out
-    assert len(res.claims) == 11 and all(c["key"].endswith("/cifar10") for c in res.claims)
+    assert len(res.claims) == 21 and all(c["key"].endswith("/cifar10") for c in res.claims)
     assert res.claim("mia/c-falls/gbp/cifar10")["n"] == 3
     assert res.claim("mia/c-falls/pgxi/cifar10")["reasons"] == ["not run: pgxi(abs) removed from the methods"]
     assert "G×SI Q3" in res.measured and "G×SI (prediction-targeted) Q3" in res.measured and "DL Q3" not in res.measured
@@ -267,7 +267,7 @@ def test_bias_step_on_a_hand_built_setup(tmp_path):
     s = tiny_setup(tmp_path, names=list(P.BIAS_VARIANTS))
     res = P.bias_curves(s, {"G×I": "gxi", "G×SI": "gxsi", "random": "random"}, iterations=5, rescaled={"G×SI": "gxsi"},
                         n_images=8)
-    assert len(res.claims) == 7 and res.claims[0]["key"] == "bias/lowers-gxsi/vgg16+lb"
+    assert len(res.claims) == 16 and res.claims[0]["key"] == "bias/premise-implicit-bias/vgg16+lb"
     assert "NIB VGG16 + LB G×SI (rescaled) Q5" in res.measured
     assert res.measured["NIB VGG16 median implicit bias / |f_k|"] < 1e-5    # the hand-built models have no biases
     no_gxi = P.bias_curves(s, {"G×SI": "gxsi", "random": "random"}, iterations=5, n_images=8)
@@ -294,7 +294,7 @@ def all_step_claims(tmp_path, monkeypatch) -> dict:
                                                 init="kaiming")),
                 "WRN-10-2": (M.wrn, dict(depth=10, widen=1, num_classes=4, in_channels=3, width=8))}
     return {"mask_fig3_gallery": g,
-            "mask_table2_mia": P.mia_curves(s, mia, iterations=3, pred_methods={"G×SI": "gxsi"}, n_images=8),
+            "mask_table2_mia": P.mia_curves(s, mia, iterations=3, pred_methods={"G×SI": "gxsi", "GBP": "gbp"}, n_images=8),
             "mask_table3_depth": P.depth_curves(tiny_setup(tmp_path, names=list(P.DEPTH_CFGS)),
                                                 {"G×SI": "gxsi", "random": "random"}, iterations=2, n_images=8),
             "mask_table4_students": P.train_students(st, students, P.STUDENT_ARMS, n_train=16, n_test=8),
@@ -304,7 +304,7 @@ def all_step_claims(tmp_path, monkeypatch) -> dict:
 
 
 def test_every_claim_serves_a_registry_claim_and_every_registry_claim_has_evidence(tmp_path, monkeypatch):
-    from attribkit.claims import ROLES, paper_verdict
+    from attribkit.claims import ROLES, check_distinct, paper_verdict
     from attribkit.papers import attribution_masks as P, registry
     ids = [pc.id for pc in P.PAPER_CLAIMS]
     assert len(ids) == len(set(ids)) and registry()["mask"][1] == P.PAPER_CLAIMS
@@ -317,7 +317,10 @@ def test_every_claim_serves_a_registry_claim_and_every_registry_claim_has_eviden
     assert len(keys) == len(set(keys)), "a claim is made in two notebooks"
     for pc in P.PAPER_CLAIMS:
         row = paper_verdict(pc, pairs)
-        assert row["evidence"], f"{pc.id} has no evidence claim in any mask notebook"
+        assert row["evidence"] or "not measured here: needs" in pc.stand_ins, f"{pc.id} has no evidence and does not say what it needs"
+    # every evidence claim states its configuration; no two registry claims rest on the same measured cells
+    assert not [c["key"] for _, c in pairs if c["role"] == "evidence" and not c["configuration"]]
+    check_distinct(pairs)
     roles = {c["key"]: c["role"] for _, c in pairs}
     # the diagnostics that were signed toward the critique and counted: never evidence
     assert roles["mia/label-leakage/cifar10"] == roles["students/label-leakage/vgg13-6"] == "diagnostic"
@@ -361,7 +364,7 @@ def test_reader_edit_drops_dl_and_ig_from_the_mia_methods(tmp_path, monkeypatch)
                         kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     d = json.loads((tmp_path / "mask_table2_mia.json").read_text())
     assert not any(k.startswith(("DL ", "IG ")) for k in d["measured"]) and "G×I Q10" in d["measured"]
-    assert len(d["claims"]) == 11 and set(d["extra"]["curves"]["cifar10"]) == {
+    assert len(d["claims"]) == 21 and set(d["extra"]["curves"]["cifar10"]) == {
         "PG×I (|∇|⊙z, code)", "PG×I ([∇]⁺⊙z, text)", "GBP", "G×I", "G×SI", "G (control)", "random (control)"}
 
 
@@ -493,3 +496,19 @@ def test_a_renamed_notebook_without_a_method_keeps_its_claims_not_evaluable(tmp_
     c = {c["key"]: c for c in d["claims"]}["fig3/gxsi-over-gbp"]
     assert c["verdict"] == "not evaluable" and "not run: gbp removed from the methods" in c["reasons"]
     assert not any(k.startswith("GBP ") for k in d["measured"]) and "G×SI object coverage of m*_10 (%)" in d["measured"]
+
+
+def test_label_claims_are_the_papers_and_label_free_ones_test_the_words_without_it(tmp_path, monkeypatch):
+    "Label-targeted evidence is the paper's protocol (configuration 'paper'); the prediction-targeted runs are evidence of the 'without the label' claims, or of a label claim at another configuration, never counted as the paper's."
+    from attribkit.papers import attribution_masks as P
+    results = all_step_claims(tmp_path, monkeypatch)
+    by_key = {c["key"]: c for res in results.values() for c in res.claims}
+    assert by_key["mia/b1-qi/cifar10"]["configuration"] == "paper"
+    assert by_key["mia/label-free-qi/cifar10"]["paper_claim"] == "mask/label-free-mia-rise"
+    assert by_key["mia/label-free-c-falls/gbp/cifar10"]["configuration"] == P.LABEL_FREE
+    assert by_key["students/label-free-over-teacher/vgg13-6/i3"]["paper_claim"] == "mask/label-free-students"
+    assert by_key["students/masked-over-plain/vgg13-6/i3"]["configuration"].startswith("other: ")   # not the paper's recipe
+    assert "WRN-10-2 for WRN-40-4" in by_key["students/masked-over-plain/wrn-10-2/i3"]["configuration"]
+    assert by_key["bias/noise-explains-fall/vgg16+lb"]["margin"] == P.NOISE_MARGIN
+    keys = {(c.notebook, c.key) for c in P.CAVEATS}
+    assert keys <= {(nb, c["key"]) for nb, res in results.items() for c in res.claims}, "a caveat names a key no step makes"

@@ -411,9 +411,10 @@ STUDENT_ARMS = {
     "w/ i=3": ("gxsi", 3, "label"),
     "w/ i=10": ("gxsi", 10, "label"),
     "label-free w/ i=3": ("gxsi", 3, "pred"),
+    "label-free w/ i=10": ("gxsi", 10, "pred"),
     "random w/ i=3": ("random", 3, "label"),
 }
-CONTROL_ARMS = ("label-free w/ i=3", "random w/ i=3")  # trained for the first student only
+CONTROL_ARMS = ("label-free w/ i=3", "label-free w/ i=10", "random w/ i=3")  # trained for the first student only
 
 
 def students(s: Setup) -> dict:

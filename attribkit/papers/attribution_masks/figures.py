@@ -6,6 +6,7 @@
 from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
+from ... import claims as C
 from ... import data as D
 from ..experiment import Result
 from .registry import NIB, PRED
@@ -95,11 +96,12 @@ def mia_figure(res: Result) -> Figure:
     for ax, ds in zip(axes, x["curves"]):
         curves = {m: [100 * v for v in q] for m, q in x["curves"][ds].items()}
         names = {m: name(m) for m in curves}
-        for m, q in x["curves_pred"][ds].items():
-            if name(m) == "gxsi":
-                curves[m + PRED] = [100 * v for v in q]
-                names[m + PRED] = "gxsi" + PRED
-        title = f"ours: {x['models'][ds]}\n({res.run.scale}, mean of {len(res.run.seeds)} seed(s))"
+        for m, q in x["curves_pred"][ds].items():  # the label-free arm: masks targeted at the model's own prediction
+            curves[m + PRED] = [100 * v for v in q]
+            names[m + PRED] = name(m) + PRED
+        title = f"ours: {x['models'][ds]}\n({res.run.scale}, mean of {len(res.run.seeds)} seed(s))" + (
+            "; dashed: prediction-targeted (label-free), the paper's masks use the label" if x["curves_pred"][ds] else ""
+        )
         plot_curves(list(range(I + 1)), curves, ax=ax[0], xlabel="iteration i", ylabel="MIA Q_i (%) ↑", title=title)
         q0, rows, tab = PAPER_MIA[ds]
         title = f"paper: NIB VGG16 on {DATASET_NAMES[ds]} ({tab})"
@@ -108,7 +110,10 @@ def mia_figure(res: Result) -> Figure:
         names.update({m: LABELS.get(m, m) for m in paper})
         for a in ax:
             for j, l in enumerate(a.get_lines()):
-                l.set_color(_colour(names[l.get_label()], j))
+                n = names[l.get_label()]
+                l.set_color(COLOURS.get(n) or _colour(n.removesuffix(PRED), j))
+                if n.endswith(PRED):
+                    l.set_linestyle("--")
             a.get_legend().remove()
             a.title.set_fontsize(9)
             a.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -151,20 +156,29 @@ def depth_figure(res: Result) -> Figure:
 
 # %% ../../../nbs/papers/03d_attribution_masks_figures.ipynb #6c1d0e22
 def students_figure(res: Result) -> Figure:
-    "Student accuracy per arm (bars) with the paper's values (black ticks) and the teacher's accuracy (dashed)."
+    "Student accuracy per arm (bars; a student at chance hatched and marked) with the paper's values (black ticks) over the students run at the paper's configuration only (else the configuration and the paper's values in a note), and the teacher's accuracy on the students' test images (dashed)."
     import matplotlib.pyplot as plt
 
     x = res.extra
     names, arms, accs = x["students"], x["arms"], x["accuracy"]
     fig, ax = plt.subplots(figsize=(8, 3.6))
     k0 = len(arms) // 2
-    paper = {sn: TABLE4[row] for sn, row in x["paper_rows"].items()}  # each student's row of the paper's Table 4
+    conf = x.get("configuration", {})
+    same = lambda sn: conf.get(sn, "paper") == "paper"  # paper ticks only over bars measured at the paper's configuration
+    paper = {sn: TABLE4[row] for sn, row in x["paper_rows"].items() if same(sn)}  # each student's row of the paper's Table 4
+    w = 0.8 / len(arms)
     for j, arm in enumerate(arms):
         ks = [k for k, sn in enumerate(names) if arm in accs[sn]]
-        ax.bar([k + 0.16 * (j - k0) for k in ks], [100 * np.mean(accs[names[k]][arm]) for k in ks], width=0.16, label=arm)
+        vs = [np.mean(accs[names[k]][arm]) for k in ks]
+        low = [C.at_chance(v, x["num_classes"]) for v in vs]
+        bars = ax.bar([k + w * (j - k0) for k in ks], [100 * v for v in vs], width=w, label=arm, color=f"C{j}")
+        for b, k, v, c in zip(bars, ks, vs, low):
+            if c:
+                b.set_hatch("..")
+                ax.text(k + w * (j - k0), 100 * v + 1, "at chance", rotation=90, ha="center", va="bottom", fontsize=6)
         pk = [k for k in ks if arm in paper.get(names[k], {})]
         ax.scatter(
-            [k + 0.16 * (j - k0) for k in pk],
+            [k + w * (j - k0) for k in pk],
             [paper[names[k]][arm] for k in pk],
             marker="_",
             s=200,
@@ -172,12 +186,19 @@ def students_figure(res: Result) -> Figure:
             label="paper (CIFAR-10)" if j == 0 else None,
             zorder=3,
         )
-    ax.axhline(100 * np.mean(list(x["teacher_accuracy"].values())), ls="--", color="gray", lw=0.8, label="teacher, unmasked test")
+    teacher = x.get("teacher_accuracy_student_test") or x["teacher_accuracy"]
+    ax.axhline(100 * np.mean(list(teacher.values())), ls="--", color="gray", lw=0.8, label="teacher, unmasked test")
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("student test accuracy (%) ↑")
     ax.set_ylim(max(0, min(100 * v for v in x["student_accuracy"].values()) - 5), 100.5)
     ax.legend(title="train/test data", fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title(f"students on teacher-masked data; teacher {x['teacher']} ({res.run.scale})", fontsize=9)
+    others = {sn: c.removeprefix("other: ") for sn, c in conf.items() if c != "paper"}
+    note = "".join(
+        f"\n{sn}: {c}; paper (CIFAR-10, not drawn): " + ", ".join(f"{a} {v}" for a, v in TABLE4[x["paper_rows"][sn]].items())
+        for sn, c in others.items()
+        if sn in x["paper_rows"]
+    )
+    ax.set_title(f"students on teacher-masked data; teacher {x['teacher']} ({res.run.scale}){note}", fontsize=7)
     fig.tight_layout()
     return fig
 

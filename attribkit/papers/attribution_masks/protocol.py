@@ -17,6 +17,7 @@ from ...results import paper_table
 from .. import zoo
 from ..experiment import Result, diagnose
 from attribkit.papers.attribution_masks.registry import (
+    IMPLICIT_BIAS_FLOOR,
     NIB,
     PRED,
     RESCALED,
@@ -26,11 +27,13 @@ from attribkit.papers.attribution_masks.registry import (
     fig3_claims,
     mia_claims,
     student_claims,
+    student_configuration,
 )
 from attribkit.papers.attribution_masks.budget import (
     CONTROL_ARMS,
     DATASET_NAMES,
     PAPER_MIA,
+    _PAPER_RECIPE,
     STUDENT_ROWS,
     TABLE4,
     TABLE5,
@@ -43,8 +46,8 @@ from attribkit.papers.attribution_masks.budget import (
 )
 
 # %% auto #0
-__all__ = ['input_intensity', 'object_pixels', 'object_coverage', 'gallery_masks', 'mass_on_object', 'mia_curves', 'depth_curves',
-           'hits', 'input_norm_kept', 'train_students', 'bias_curves']
+__all__ = ['input_intensity', 'object_pixels', 'object_coverage', 'gallery_masks', 'mass_on_object', 'mass_excess', 'mia_curves',
+           'depth_curves', 'hits', 'input_norm_kept', 'train_students', 'bias_curves']
 
 # %% ../../../nbs/papers/03c_attribution_masks_protocol.ipynb #ed286c71
 def _method(m):
@@ -88,28 +91,32 @@ def _judge(
     compare: str = "methods",
     over: str = "the test images",
     what: str = "effect in percentage points",
+    factor: float = 100.0,
 ) -> dict:
-    "Claim `spec` judged from per-seed vectors of per-image effects in [−1, 1], in percentage points, units by `claims.unit_effects`; `why`: the reason it cannot be judged; `effects[key]` keeps the per-seed effects."
+    "Claim `spec` judged from per-seed vectors of per-image effects in [−1, 1] (or one number per seed), times `factor` (percentage points by default), units by `claims.unit_effects`; `why`: the reason it cannot be judged; `effects[key]` keeps the per-seed effects."
     if why:
         return spec.judge(effect=float("nan"), se=float("nan"), n=0, not_evaluable=why)
     e, units = C.unit_effects(per_seed, compare)
     if units == "seeds":
-        effects[spec.key] = [float(v) for v in 100 * e]
+        effects[spec.key] = [float(v) for v in factor * e]
     how = f"per-seed mean over {over}" if units == "seeds" else "test images paired within one seed"
-    return spec.judge(100 * e, units=units, detail=f"{how}; {what}")
+    return spec.judge(factor * e, units=units, detail=f"{how}; {what if factor == 100.0 else 'effect on its own scale'}")
 
 
 def _claims(pairs: list, present, effect, why, effects: dict, raw: dict, **kw) -> list:
-    "The claims of the (spec, about) `pairs`: `not evaluable` naming a method not in `present` (registry names), else judged from `effect(about)` unless `why(about)` gives a reason; `raw['about'][key]` keeps `about`."
+    "The claims of the (spec, about) `pairs`: `not evaluable` naming a method not in `present` (registry names), else judged from `effect(about)` (times `about['factor']`, default 100) unless `why(about)` gives a reason; a claim gated by a control that does not hold is `not evaluable` (`claims.gate`); `raw['about'][key]` keeps `about`."
     out = []
     for spec, about in pairs:
         raw.setdefault("about", {})[spec.key] = about
         c = spec.missing(present)
         if c is None:
             reason = why(about)
-            c = _judge(spec, effects, [] if reason else effect(about), reason, about.get("compare", "methods"), **kw)
+            factor = about.get("factor", 100.0)
+            c = _judge(
+                spec, effects, [] if reason else effect(about), reason, about.get("compare", "methods"), factor=factor, **kw
+            )
         out.append(c)
-    return out
+    return C.gate(out)
 
 
 def _absent(needed, have) -> str | None:
@@ -202,16 +209,28 @@ def _coverage_result(s: Setup, methods: dict, iterations: list, cover: dict, sho
     return res
 
 # %% ../../../nbs/papers/03c_attribution_masks_protocol.ipynb #e52b707f
-def mass_on_object(model: nn.Module, test, methods: dict, iterations: int, seed: int, dev, n: int = 128) -> tuple[dict, float]:
-    "Share of each method's m*_I mass on object pixels over the first `n` images of `test`, and the object pixels' share."
+def _mass_shares(model: nn.Module, test, methods: dict, iterations: int, seed: int, dev, n: int) -> tuple[dict, torch.Tensor]:
+    "Per image of the first `n` of `test`: each method's share of m*_I mass on object pixels, and the object pixels' share."
     xb, yb = next(iter(DataLoader(test, batch_size=n)))
     xb, yb = xb.to(dev), yb.to(dev)
     obj = object_pixels(xb)
     share = {}
     for m, meth in methods.items():
         mk = attribution_mask(model, xb, yb, _method(meth), iterations, seed=seed)
-        share[m] = float(((mk * obj).flatten(1).sum(1) / mk.flatten(1).sum(1).clamp_min(1e-12)).mean())
-    return share, float(obj.double().mean())
+        share[m] = ((mk * obj).flatten(1).sum(1) / mk.flatten(1).sum(1).clamp_min(1e-12)).double().cpu()
+    return share, obj.flatten(1).double().mean(1).cpu()
+
+
+def mass_on_object(model: nn.Module, test, methods: dict, iterations: int, seed: int, dev, n: int = 128) -> tuple[dict, float]:
+    "Share of each method's m*_I mass on object pixels over the first `n` images of `test`, and the object pixels' share."
+    share, obj = _mass_shares(model, test, methods, iterations, seed, dev, n)
+    return {m: float(v.mean()) for m, v in share.items()}, float(obj.mean())
+
+
+def mass_excess(model: nn.Module, test, method, iterations: int, seed: int, dev, n: int = 128) -> torch.Tensor:
+    "Per image of the first `n` of `test`: the share of `method`'s m*_I mass on object pixels minus the object pixels' share of the image (> 0: the mask favours the object)."
+    share, obj = _mass_shares(model, test, {"m": method}, iterations, seed, dev, n)
+    return share["m"] - obj
 
 
 _OBJECT_METHODS = ("gxsi", "saliency", "gxi", "gbp", "pgxi(abs)", "random")  # the object-mass experiment's methods
@@ -258,6 +277,8 @@ def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_imag
     Q, QP = {m: curve(H, m) for m in methods}, {m: curve(P, m) for m in pred_methods}
     objm = {raw["labels"][n]: methods[raw["labels"][n]] for n in _OBJECT_METHODS if n in raw["labels"]}
     share, obj_frac = mass_on_object(s.models[ds, NIB, seeds[-1]], test, objm, I, seeds[-1], s.dev)
+    g = raw["labels"].get("gxsi")
+    mass = {k: mass_excess(s.models[ds, NIB, k], test, methods[g], I, k, s.dev) for k in seeds} if g else {}
     pre, model = (f"{DATASET_NAMES[ds]} · " if len(s.datasets) > 1 else ""), s.stand_in(NIB, ds)
     SHOW = [i for i in (0, 1, 2, 3, 5, 10, 19) if i <= I]
     cells = {m: {i: C.mean_se(100 * Q[m][:, i]) for i in SHOW} for m in methods}
@@ -271,8 +292,9 @@ def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_imag
     out["measured"].update({f"{pre}{NIB} test accuracy seed {k} (%)": 100 * s.accuracy[ds, NIB, k] for k in seeds})
     out["paper"].update({f"{pre}{m} Q{i}": v[i] for m, v in paper_mia(ds).items() for i in SHOW})
     chance = _chance(s, [NIB], ds)
-    effect = _mia_effects(H, P, I, seeds, labels_of(method_names(methods)), labels_of(method_names(pred_methods, PRED)))
-    out["claims"] += _claims(mia_claims(ds, I, pre), present, effect, lambda a: chance, extra["effects"], raw)
+    effect = _mia_effects(H, P, I, seeds, raw["labels"], raw["pred_labels"], mass)
+    specs = mia_claims(ds, I, pre, s.run.budget.get("ig_steps"))
+    out["claims"] += _claims(specs, present, effect, lambda a: chance, extra["effects"], raw)
     extra["models"][ds], extra["mia_images"] = model, len(test)
     out["stand_ins"].update(_stand_ins(s, [NIB], ds))
     extra["test_accuracy"][ds] = {str(k): s.accuracy[ds, NIB, k] for k in seeds}
@@ -282,20 +304,31 @@ def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_imag
     _identity_check(Q, raw["labels"], pre, methods)
 
 
-def _mia_effects(H: dict, P: dict, I: int, seeds: list, lab: dict, plab: dict):
-    "`about` → the per-seed effects of an MIA claim, from the label-targeted hits `H` and prediction-targeted `P` (methods by registry name: `lab`, `plab` their labels)."
-    h = lambda k, m, i: H[k][lab[m]][i].double()
-    p = lambda k, m, i: P[k][plab[m]][i].double()
+def _mia_effects(H: dict, P: dict, I: int, seeds: list, lab: dict, plab: dict, mass: dict):
+    "`about` → the per-seed effects of an MIA claim, from the label-targeted hits `H` and prediction-targeted `P` (methods by registry name, a prediction-targeted one ending in `PRED`: `lab`, `plab` their labels) and G×SI's per-image object-mass excess per seed (`mass`)."
+
+    def hv(k, m, i):  # per-image hits of method m (label- or prediction-targeted by its name) at iteration i
+        return P[k][plab[m.removesuffix(PRED)]][i].double() if m.endswith(PRED) else H[k][lab[m]][i].double()
+
+    q = lambda k, m, i: float(hv(k, m, i).mean())
     over = lambda k, m: H[k][lab[m]][1:].double().mean(0)  # each image's mean hit over i = 1..I
-    i10 = min(10, I)
+    i10, i2, i3 = min(10, I), min(2, I), min(3, I)
+    best = lambda k, ms, i: max(ms, key=lambda m: q(k, m, i))  # the method with the highest Q_i in seed k
+    others = [m for m in ("pgxi(abs)", "gbp", "gxi", "deeplift", "ig") if m in lab]
     kinds = {
-        "b1-q1": lambda k, a, b: h(k, a, 1) - h(k, a, 0),
-        "b1-qi": lambda k, a, b: h(k, a, I) - h(k, a, 0),
-        "b2": lambda k, a, b: h(k, a, i10) - h(k, b, i10),
-        "c-falls": lambda k, a, b: h(k, a, 0) - h(k, b, 3),
+        "b1-q1": lambda k, a, b: hv(k, a, 1) - hv(k, a, 0),
+        "b1-qi": lambda k, a, b: hv(k, a, I) - hv(k, a, 0),
+        "b2": lambda k, a, b: hv(k, a, i10) - hv(k, b, i10),
+        "c-falls": lambda k, a, b: hv(k, a, 0) - hv(k, b, i3),
         "over": lambda k, a, b: over(k, a) - over(k, b),
-        "label-free-b1": lambda k, a, b: p(k, a, 1) - p(k, a, 0),
-        "label-leakage": lambda k, a, b: h(k, a, I) - p(k, b, I),
+        "label-leakage": lambda k, a, b: hv(k, a, I) - hv(k, b, I),
+        "nib-over-others": lambda k, a, b: hv(k, "gxi", i2) - hv(k, best(k, ["pgxi(abs)", "gbp"], i2), i2),
+        "gxsi-best-at-i2": lambda k, a, b: hv(k, "gxsi", i2) - hv(k, best(k, others, i2), i2),
+        "gxi-declines": lambda k, a, b: hv(k, "gxi", max(range(i3 + 1), key=lambda i: q(k, "gxi", i))) - hv(k, "gxi", i10),
+        "gxi-dl-ig-equal": lambda k, a, b: -max(
+            abs(q(k, "gxi", i) - q(k, m, i)) for m in ("deeplift", "ig") for i in range(I + 1)
+        ),
+        "object-mass/gxsi": lambda k, a, b: mass[k],
     }
     return lambda about: [kinds[about["kind"]](k, *(about["methods"] + (None,))[:2]) for k in seeds]
 
@@ -336,12 +369,15 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
     lab = labels_of(names)
     raw = dict(labels=lab, accuracy={n: [s.accuracy[ds, n, k] for k in seeds] for n in s.names})
     hit = lambda n, k, m, i: H[n, k][lab[m]][i].double()
-    gain = lambda n, k: hit(n, k, "gxsi", 1) - hit(n, k, "gxsi", 0)
     kinds = {
         "q1-over-q0": lambda a, k: hit(a["model"], k, "gxsi", 1) - hit(a["model"], k, "gxsi", 0),
         "qi-over-q0": lambda a, k: hit(a["model"], k, "gxsi", I) - hit(a["model"], k, "gxsi", 0),
         "over-random": lambda a, k: hit(a["model"], k, "gxsi", I) - hit(a["model"], k, "random", I),
-        "deeper-slower": lambda a, k: gain(a["models"][0], k) - gain(a["models"][1], k),
+        "deeper-slower": lambda a, k: hit(a["models"][0], k, "gxsi", 1) - hit(a["models"][1], k, "gxsi", 1),
+        "premise-q0": lambda a, k: s.accuracy[ds, a["models"][1], k] - s.accuracy[ds, a["models"][0], k],
+        "trend-q1": lambda a, k: -_spearman(
+            [_layers(s.models[ds, n, k]) for n in a["models"]], [float(hit(n, k, "gxsi", 1).mean()) for n in a["models"]]
+        ),
     }
     effect = lambda a: [kinds[a["kind"]](a, k) for k in seeds]
     why = lambda a: _chance(s, a.get("models", [a.get("model")]))
@@ -362,6 +398,21 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
     )
     diagnose(res, RULES)
     return res
+
+
+def _layers(model: nn.Module) -> int:
+    "The number of weight layers (convolutions and linear layers) of `model`: its depth."
+    return sum(isinstance(m, (nn.Conv2d, nn.Linear)) for m in model.modules())
+
+
+def _spearman(a, b) -> float:
+    "Spearman's rank correlation of `a` and `b` (average ranks for ties; NaN when either is constant)."
+    from scipy.stats import rankdata
+
+    ra, rb = rankdata(a), rankdata(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 # %% ../../../nbs/papers/03c_attribution_masks_protocol.ipynb #0fcb54a1
 @torch.no_grad()
@@ -400,11 +451,13 @@ def _student_runs(s: Setup, students: dict, arms: dict, control_arms, n_train, n
     "Per seed and arm, the masked data and every student trained on it and tested on the equally masked test set: the per-image hits, accuracies, input norm kept, the teacher's accuracy on the students' test images."
     ds = s.datasets[0]
     plain, first = s.plain(ds), next(iter(students))
-    m = dict(hit={}, acc={}, kept={}, teacher_te={}, n_train=len(D.first(plain.train, n_train)), first=first)
+    m = dict(hit={}, acc={}, kept={}, teacher_te={}, teacher_hit={}, first=first)
+    m.update(n_train=len(D.first(plain.train, n_train)), n_full=len(plain.train))
     for k in s.seeds:
         teacher = s.models[ds, NIB, k]
         tr0, te0 = D.first(plain.train, n_train), D.first(plain.test, n_test)
-        m["teacher_te"][k] = float(hits(teacher, te0, s.dev).mean())
+        m["teacher_hit"][k] = hits(teacher, te0, s.dev)
+        m["teacher_te"][k] = float(m["teacher_hit"][k].mean())
         for arm, spec in arms.items():
             if spec is None:
                 tr, te, key = tr0, te0, f"{s.splits[ds].name}-plain"
@@ -434,18 +487,24 @@ def _students_result(s: Setup, students: dict, arms: dict, m: dict) -> Result:
     teacher_why = teacher_why and f"the teacher {teacher_why}"
 
     def why(about):
-        sn, (a, b) = about["student"], about["arms"]
-        gone = [x for x in (a, b) if not trained(sn, x)]
+        sn, arms = about["student"], [x for x in about["arms"] if x != "teacher"]  # the teacher: on the plain test images
+        gone = [x for x in arms if not trained(sn, x)]
         return teacher_why or (
             f"arm {', '.join(gone)} not trained for {sn} in this run"
             if gone
-            else C.chance_reason([acc[sn, x, k] for x in (a, b) for k in seeds], splits.num_classes, f"{sn} (arms {a}, {b})")
+            else C.chance_reason(
+                [acc[sn, x, k] for x in arms for k in seeds], splits.num_classes, f"{sn} (arms {', '.join(arms)})"
+            )
         )
 
+    arm_hits = lambda sn, arm, k: m["teacher_hit"][k] if arm == "teacher" else m["hit"][sn, arm, k]
     effect = lambda about: [
-        m["hit"][about["student"], about["arms"][0], k] - m["hit"][about["student"], about["arms"][1], k] for k in seeds
+        arm_hits(about["student"], about["arms"][0], k) - arm_hits(about["student"], about["arms"][1], k) for k in seeds
     ]
-    pairs = [(spec, dict(about, compare="models")) for spec, about in student_claims(names, m["first"])]
+    recipe = s.run.budget["recipe"][ds]
+    how = lambda sn: student_configuration(m["n_train"], m["n_full"], recipe, _PAPER_RECIPE[ds], sn, STUDENT_ROWS.get(sn, sn))
+    specs = student_claims(names, m["first"], how, STUDENT_ROWS)
+    pairs = [(spec, dict(about, compare="models")) for spec, about in specs]
     claims = _claims(pairs, (), effect, why, effects, raw)
     stand_ins = {f"teacher {k}": v for k, v in _stand_ins(s, [NIB]).items()}
     stand_ins.update(
@@ -469,6 +528,7 @@ def _students_result(s: Setup, students: dict, arms: dict, m: dict) -> Result:
         "student_accuracy": {f"{a[0]} {a[1]} seed {a[2]}": v for a, v in acc.items()},
         "accuracy": {sn: {arm: [acc[sn, arm, k] for k in seeds] for arm in arms if trained(sn, arm)} for sn in names},
         "student_train_images": m["n_train"],
+        "configuration": {sn: how(sn) for sn in names},
         "student_recipe": dict(s.run.budget["recipe"][ds]),
         "input_norm_kept": {f"{a} seed {k}": v for (a, k), v in m["kept"].items()},
         "kept": {a: [m["kept"][a, k] for k in seeds] for a in arms if (a, seeds[0]) in m["kept"]},
@@ -544,7 +604,7 @@ def bias_curves(
     raw = dict(labels=labels_of(names))
     present = set(names.values()) | set(method_names(rescaled, RESCALED).values())
     effect, why = (
-        _bias_effects(s, H, Hr, I, raw["labels"], labels_of(method_names(rescaled))),
+        _bias_effects(s, H, Hr, bias, I, raw["labels"], labels_of(method_names(rescaled))),
         lambda a: _absent(a["models"], s.names) or _chance(s, a["models"]),
     )
     claims = _claims(bias_claims(s.names, I), present, effect, why, effects, raw)
@@ -593,13 +653,18 @@ def _bias_runs(s: Setup, methods: dict, rescaled: dict, I: int, n_images) -> tup
     return H, Hr, bias, test
 
 
-def _bias_effects(s: Setup, H: dict, Hr: dict, I: int, lab: dict, rlab: dict):
-    "`about` → the per-seed effects of a Table-5 claim from the hits `H` and rescaled hits `Hr` (methods by registry name: `lab`, `rlab` their labels)."
+def _bias_effects(s: Setup, H: dict, Hr: dict, bias: dict, I: int, lab: dict, rlab: dict):
+    "`about` → the per-seed effects of a Table-5 claim from the hits `H`, the rescaled hits `Hr` and the implicit bias `bias` per (variant, seed) (methods by registry name: `lab`, `rlab` their labels)."
     i5 = min(5, I)
     hit = lambda v, k, m, i: H[v, k][lab[m]][i].double()
+    rescaled = lambda v, k: Hr[v, k][rlab["gxsi"]][i5].double()
+    peak = lambda v, k: max(range(1, I + 1), key=lambda i: float(hit(v, k, "gxsi", i).mean()))  # the best iteration
     kinds = {
+        "premise": lambda a, k: bias[a["variant"], k] - IMPLICIT_BIAS_FLOOR,
         "lowers": lambda a, k: hit(NIB, k, "gxsi", i5) - hit(a["variant"], k, "gxsi", i5),
+        "no-rise": lambda a, k: hit(a["variant"], k, "gxsi", 0) - hit(a["variant"], k, "gxsi", peak(a["variant"], k)),
+        "noise": lambda a, k: hit(a["variant"], k, "gxsi", i5) - rescaled(a["variant"], k),
         "over-random": lambda a, k: hit(NIB, k, "gxsi", i5) - hit(NIB, k, "random", i5),
-        "rescaling": lambda a, k: Hr[a["variant"], k][rlab["gxsi"]][i5].double() - hit(a["variant"], k, "gxsi", i5),
+        "rescaling": lambda a, k: rescaled(a["variant"], k) - hit(a["variant"], k, "gxsi", i5),
     }
     return lambda about: [kinds[about["kind"]](about, k) for k in s.seeds]
