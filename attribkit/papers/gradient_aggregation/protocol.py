@@ -193,18 +193,21 @@ def _judge_flip(spec: ClaimSpec, about: dict, runs: list, why: str | None = None
     order, what, sign = SCORES[score]
     effects, unit = unit_effects([sign * (r[m][score] - r[ref][score]) for r in runs], "methods")
     how = f"per-seed means of differences paired over {len(runs[0][m][score])} images" if unit == "seeds" else "paired images"
+    cells = [f"{about['model']} | {k} | {_LABEL[score]}" for k in (m, ref)]
     return spec.judge(
-        effects, units=unit, detail=f"{how}; effect = {'+' if sign > 0 else '−'}({m} − {ref}) AUC", not_evaluable=why
+        effects, units=unit, detail=f"{how}; effect = {'+' if sign > 0 else '−'}({m} − {ref}) AUC", not_evaluable=why, cells=cells
     )
 
 
-def _flip_claims(s: Setup, results: dict, rows: list, prefix: str, present=None, units: str = "seeds") -> tuple[list, dict]:
-    "The claims of `flip_specs(rows, prefix, …)` for every model of `results`, gated by their controls, and {claim key: the comparison it tests}. A claim whose method the reader removed (not in `present`, the labels asked for; default the maps run) stays, `not evaluable`, naming it; one whose map did not run (not installed, or failed on the model) too."
+def _flip_claims(
+    s: Setup, results: dict, rows: list, prefix: str, present=None, units: str = "seeds", table=None, config: str = "paper"
+) -> tuple[list, dict]:
+    "The claims of `flip_specs(rows, prefix, …, table, config)` for every model of `results`, gated by their controls, and {claim key: the comparison it tests}. A claim whose method the reader removed (not in `present`, the labels asked for; default the maps run) stays, `not evaluable`, naming it; one whose map did not run (not installed, or failed on the model) too."
     claims, comparisons = [], {}
     for label, runs in results.items():
         ran = [m for m in runs[0] if all(m in r for r in runs)]
         have = [_name(m) for m in (ran if present is None else [*present, "random"])]
-        for spec, about in flip_specs(rows, prefix, label, s.paper_names.get(label, label), units):
+        for spec, about in flip_specs(rows, prefix, label, s.paper_names.get(label, label), units, table, config):
             if spec.missing(have) is not None:
                 c = spec.missing(have)
             elif about["method"] in ran and about["reference"] in ran:
@@ -337,7 +340,7 @@ def flip_table(s: Setup, methods, table: dict, rows: list, key: str, title: str,
     paper = {f"{model_label(m, s.kind)} | {meth} | {o} prob": v for (m, o), row in table.items() for meth, v in row.items()}
     fewest = min(len(s.seeds_of(label)) for label in s.per_seed[0])
     unit = unit_effects([torch.zeros(1)] * fewest, "methods")[1]  # the unit of this run's claims (the shared rule)
-    claims, comparisons = _flip_claims(s, results, rows, key, list(methods), unit)
+    claims, comparisons = _flip_claims(s, results, rows, key, list(methods), unit, table, configuration(b["n_steps"]))
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
@@ -413,6 +416,7 @@ def _fig1_maps(kind: str, names, n_steps: int) -> dict:
     raw = _unnormalise(kind)
     maps = {
         "ufg": lambda m, x, t: UniformFullGrad(m).attribute(x, t),
+        "fullgrad": as_local("fullgrad"),
         "dga_wc": _dga(n_steps, masks="wc"),
         "dga_epc": _dga(n_steps, masks="epc"),
         "dga": _dga(n_steps),
@@ -454,14 +458,15 @@ def _share_claims(s: Setup, shares: dict, maps) -> tuple[list, dict]:
     rows = _FIG1_CLAIMS + (_FIG1_CLUTTERED if s.masks is not None else [])
     unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]
     for label, sh in shares.items():
-        for spec, about in fig1_specs(rows, label, s.paper_names.get(label, label), unit):
+        for spec, about in fig1_specs(rows, label, s.paper_names.get(label, label), unit, configuration(s.run.budget["n_steps"])):
             k, ref = about["method"], about["reference"]
             if spec.missing([_name(m) for m in maps]) is not None:
                 c = spec.missing([_name(m) for m in maps])
             else:
                 effects, unit_ = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
                 detail = "effect = difference of object shares"
-                c = spec.judge(effects, units=unit_, detail=detail, not_evaluable=s.not_evaluable.get(label))
+                cells = [f"{label} | {m} | positive mass on object" for m in (k, ref)]
+                c = spec.judge(effects, units=unit_, detail=detail, not_evaluable=s.not_evaluable.get(label), cells=cells)
             claims.append(c)
             comparisons[c["key"]] = about
     return gate(claims), comparisons
@@ -603,23 +608,35 @@ def _measure_grid(s: Setup, NS: list, QS: list, N: int, fill) -> tuple[dict, lis
     return g, [dict(c, DGA=d) for c, d in zip(ctrl, g.get((N, 0.9)) or scores(N, 0.9))]
 
 
+def _grid_effect(g: dict, about: dict, N: int) -> tuple[list, list]:
+    "(per-seed signed effects, the grid cells compared) of one Figure 9 claim `about` from the grid `g` at the aggregated N."
+    kind, k, q = about["kind"], about["score"], about.get("q")
+    sign, cell = SCORES[k][2], lambda n, q_, key=k: f"N={n} q={q_} | {SCORES[key][0]} {SCORES[key][1]}"
+    if kind == "aggregation":  # N > 1 against N = 1 at q
+        n = about["n"]
+        return [sign * (a[k] - c[k]) for a, c in zip(g[(n, q)], g[(1, q)])], [cell(n, q), cell(1, q)]
+    if kind == "low-q":  # q = 0.6 below q (both orders)
+        return [a[k] - c[k] for a, c in zip(g[(N, q)], g[(N, 0.6)])], [cell(N, q), cell(N, 0.6)]
+    if kind == "best-q":  # LeRF − MoRF at q = 0.9 above that at q
+        both = lambda r: r["lerf_prob"] - r["morf_prob"]
+        cells = [cell(N, x, key) for x in (PAPER_Q, q) for key in PROB]
+        return [both(a) - both(c) for a, c in zip(g[(N, PAPER_Q)], g[(N, q)])], cells
+    n = about["n"]  # "near": N no worse than the larger n at q = 0.9
+    return [sign * (a[k] - c[k]) for a, c in zip(g[(N, PAPER_Q)], g[(n, PAPER_Q)])], [cell(N, PAPER_Q), cell(n, PAPER_Q)]
+
+
 def _grid_claims(s: Setup, g: dict, res: list, NS: list, QS: list, N: int) -> tuple[list, dict]:
     "Figure 9's claims (`fig9_specs`) from the grid `g` and the default DGA's controls `res`, and {claim key: what it compares}."
     (label,) = s.per_seed[0]
     ne, claims, comparisons = s.not_evaluable.get(label), [], {}
     unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]
     for spec, about in fig9_specs(label, s.paper_names.get(label, label), NS, QS, N, unit):
-        k = about["score"]
-        sign = SCORES[k][2]
         if about["kind"] == "versus":
             c = _judge_flip(spec, about, res, ne)
         else:
-            q = about.get("q")
-            pairs = zip(g[(N, q)], g[(1, q)]) if about["kind"] == "aggregation" else zip(g[(N, 1.0)], g[(N, 0.6)])
-            e, unit_ = unit_effects(
-                [sign * (a[k] - c[k]) if about["kind"] == "aggregation" else a[k] - c[k] for a, c in pairs], "methods"
-            )
-            c = spec.judge(e, units=unit_, not_evaluable=ne)
+            per_seed, cells = _grid_effect(g, about, N)
+            e, unit_ = unit_effects(per_seed, "methods")
+            c = spec.judge(e, units=unit_, not_evaluable=ne, cells=cells)
         claims.append(c)
         comparisons[c["key"]] = about
     return gate(claims), comparisons
