@@ -5,7 +5,7 @@
 # %% ../../../nbs/papers/02a_gradient_aggregation_registry.ipynb #f4d925bc
 from __future__ import annotations
 import re
-from ...claims import ClaimSpec, PaperClaim
+from ...claims import Caveat, ClaimSpec, PaperClaim
 from .. import zoo
 from ..experiment import Result
 
@@ -13,8 +13,8 @@ from ..experiment import Result
 __all__ = ['TABLE1', 'TABLE2', 'TABLE3', 'PAPER_IMAGES', 'PAPER_N', 'PAPER_Q', 'N30_MARGIN', 'MAIN_BASELINES',
            'APPENDIX_BASELINES', 'NOT_MEASURED', 'PAPER_CLAIMS', 'LABELS', 'VARIANTS', 'CONTROLS', 'SCORES', 'PROB',
            'TABLE1_METHODS', 'TABLE2_METHODS', 'TABLE3_METHODS', 'TABLE1_CLAIMS', 'TABLE2_CLAIMS', 'TABLE3_CLAIMS',
-           'FIG1_MAPS', 'RULES', 'contradictions', 'paper_effect', 'contested', 'configuration', 'flip_specs',
-           'fig1_specs', 'fig8_specs', 'fig9_specs']
+           'FIG1_MAPS', 'RULES', 'CAVEATS', 'contradictions', 'paper_effect', 'contested', 'configuration',
+           'flip_specs', 'fig1_specs', 'fig8_specs', 'fig9_specs']
 
 # %% ../../../nbs/papers/02a_gradient_aggregation_registry.ipynb #a8e4fc1c
 def _rows(cols: list, values: dict) -> dict:
@@ -639,3 +639,48 @@ RULES = {  # claim-key prefix → the diagnosis of a claim of that kind that doe
     "fig1": _object_rule,
     "fig8": _path_rule,
 }
+
+CAVEATS = [  # measured numbers a reader needs beside a verdict (the first screen), found by key
+    Caveat(
+        "dga/aggregation-gxi",
+        "dga_table1_local",
+        "table1/dga-gxi-over-gxi/inception-v3/morf_prob",
+        "the Inception-V3 MoRF cell the paper's own table contradicts (not counted), DGA(G×I) − G×I",
+    ),
+    Caveat(
+        "dga/aggregation-gxi",
+        "dga_table1_local",
+        "table1/fill-black/dga-gxi-over-gxi/vgg-16/morf_prob",
+        "with black, not grey, as the removal fill: VGG-16 MoRF, DGA(G×I) − G×I",
+    ),
+    Caveat(
+        "dga/over-gxi",
+        "dga_table1_local",
+        "table1/dga-over-gxi/vgg-16/lerf_prob",
+        "DGA against G×I (the aggregation's gain, counted under aggregation-gxi), VGG-16 LeRF",
+    ),
+    Caveat(
+        "dga/over-gxi",
+        "dga_table1_local",
+        "table1/fill-black/dga-over-dga-gxi/vgg-16/lerf_prob",
+        "with black as the removal fill: VGG-16 LeRF, DGA − DGA(G×I)",
+    ),
+    Caveat(
+        "dga/main-baselines",
+        "dga_table3_baselines",
+        "table3/dga-over-fullgrad/resnet-18/lerf_prob",
+        "a cell the paper's own DGA row loses (not counted): ResNet-18 LeRF, DGA − FullGrad",
+    ),
+    Caveat(
+        "dga/low-q",
+        "dga_fig9_grid",
+        "fig9/low-q/resnet-18/q=0.6-vs-q=1.0/morf_prob",
+        "against q = 1.0 instead of 0.9 (not counted), MoRF",
+    ),
+    Caveat(
+        "dga/masks-object",
+        "dga_fig1_ablation",
+        "fig1/dga-over-input-intensity/vgg-16",
+        "on our proxy metric (the paper has none); DGA's object share minus the plain input intensity's",
+    ),
+]
