@@ -648,22 +648,10 @@ CAVEATS = [  # measured numbers a reader needs beside a verdict (the first scree
         "the Inception-V3 MoRF cell the paper's own table contradicts (not counted), DGA(G×I) − G×I",
     ),
     Caveat(
-        "dga/aggregation-gxi",
-        "dga_table1_local",
-        "table1/fill-black/dga-gxi-over-gxi/vgg-16/morf_prob",
-        "with black, not grey, as the removal fill: VGG-16 MoRF, DGA(G×I) − G×I",
-    ),
-    Caveat(
         "dga/over-gxi",
         "dga_table1_local",
         "table1/dga-over-gxi/vgg-16/lerf_prob",
         "DGA against G×I (the aggregation's gain, counted under aggregation-gxi), VGG-16 LeRF",
-    ),
-    Caveat(
-        "dga/over-gxi",
-        "dga_table1_local",
-        "table1/fill-black/dga-over-dga-gxi/vgg-16/lerf_prob",
-        "with black as the removal fill: VGG-16 LeRF, DGA − DGA(G×I)",
     ),
     Caveat(
         "dga/main-baselines",
