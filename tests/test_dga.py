@@ -155,13 +155,16 @@ def test_flip_table_step_keyed_claims_and_diagnoses():
     "flip_table on a hand-built 3-seed setup: measured cells over the seeds, one keyed claim per comparison (probability scores only; each with its registry claim and role), a diagnosis read from the measured cells for each claim that does not hold."
     s = hand_setup()
     res = ga.flip_table(s, ["G×I", "DGA", "ReLU(G×I)", "|G×I|", "DGA N=1"], ga.TABLE1, ga.TABLE1_CLAIMS, key="table1", title="t")
-    assert [c["key"] for c in res.claims[:2]] == ["table1/gxi-over-random/vgg-16/lerf_prob", "table1/dga-over-gxi/vgg-16/lerf_prob"]
-    ran = [c for c in res.claims if not c["key"].startswith("table1/dga-gxi-over-")]
+    assert [c["key"] for c in res.claims[:2]] == ["table1/gxi-over-random/vgg-16/lerf_prob", "table1/dga-gxi-over-gxi/vgg-16/lerf_prob"]
+    ran = [c for c in res.claims if "dga-gxi" not in c["key"]]
     assert len(ran) == 6 and all(c["n"] == 3 and c["units"] == "seeds" for c in ran)
     gone = [c for c in res.claims if c not in ran]                      # DGA(G×I) removed: its claims stay, not evaluable
-    assert len(gone) == 4 and all(c["verdict"] == "not evaluable" and "dga_gxi" in c["reasons"][0] for c in gone)
+    assert len(gone) == 8 and all(c["verdict"] == "not evaluable" and any("dga_gxi" in r for r in c["reasons"]) for c in gone)
     assert not any("logit" in c["key"] for c in res.claims) and "M | DGA | LeRF logit" in res.measured   # logit: cells, not claims
-    assert [(c["paper_claim"], c["role"]) for c in res.claims[:2]] == [("dga/over-gxi", "control"), ("dga/over-gxi", "evidence")]
+    assert [(c["paper_claim"], c["role"]) for c in res.claims[:2]] == [("dga/aggregation-gxi", "control"), ("dga/aggregation-gxi", "evidence")]
+    c = res.claim("table1/dga-over-gxi/vgg-16/lerf_prob")              # the aggregation's gain again: a diagnostic of over-gxi
+    assert (c["paper_claim"], c["role"], c["configuration"]) == ("dga/over-gxi", "diagnostic", None)
+    assert res.claim("table1/dga-over-dga-gxi/vgg-16/morf_prob")["paper_effect"] == pytest.approx(0.005)
     assert res.measured["M | DGA(G×I) | LeRF prob"] == "n/a (not run)"
     c = res.claim("table1/gxi-over-random/vgg-16/morf_prob")
     per_seed = [float((r["random"]["morf_prob"] - r["G×I"]["morf_prob"]).double().mean())
@@ -228,6 +231,7 @@ def test_figure_steps_on_a_hand_built_setup(tmp_path):
     assert [c["key"].split("/")[1] for c in path.claims] == ["dga-keeps-object", "dga-over-random-local"]
     g = ga.grid(s, ns=[1, 3], qs=[0.6, 1.0])
     assert len(g.claims) == 2 + 2 * 2 + 2 and g.claims[2]["key"] == "fig9/aggregation/vgg-16/q=0.6/lerf_prob"
+    assert g.claims[-1]["key"] == "fig9/low-q/vgg-16/q=0.6-vs-q=1.0/morf_prob" and g.claims[-1]["configuration"].startswith("other: q = 1.0")
     assert [c["role"] for c in g.claims[:3]] == ["control", "control", "evidence"]
     assert ga.grid(s, ns=[3], qs=[0.9]).claims == []                                              # no N = 1, no q = 0.6
     g.figures["g"] = ga.fig9_figure(g)
@@ -272,8 +276,8 @@ def test_reader_edit_of_a_renamed_repro_notebook_runs(tmp_path):
 
 
 def test_registry_claims_and_roles():
-    "Every claim the step functions make (on hand-built setups) serves a registry claim of `PAPER_CLAIMS` with a role; every registry claim has evidence; each key once."
-    from attribkit.claims import ROLES
+    "Every claim the step functions make (on hand-built setups) serves a registry claim of `PAPER_CLAIMS` with a role; every registry claim has evidence but those `NOT_MEASURED` (whose stand-ins say so), each evidence claim a configuration; each key once; no two registry claims rest on the same cells."
+    from attribkit.claims import ROLES, check_distinct
     from attribkit.papers import registry
     ids = [pc.id for pc in ga.PAPER_CLAIMS]
     assert len(ids) == len(set(ids)) and all(pc.paper == "001" and pc.id.startswith("dga/") for pc in ga.PAPER_CLAIMS)
@@ -284,9 +288,12 @@ def test_registry_claims_and_roles():
                                       (ga.TABLE2_METHODS, ga.TABLE2, ga.TABLE2_CLAIMS, "table2"),
                                       (["G×I", "IG", "GBP", "LRP", "DGA"], ga.TABLE3, ga.TABLE3_CLAIMS, "table3")):
         claims += ga.flip_table(s, methods, table, spec, key=key, title="t").claims
-    claims += ga.object_shares(sp).claims + ga.path_concentration(sp).claims + ga.grid(sp, ns=[1, 3]).claims
+    claims += ga.object_shares(sp).claims + ga.path_concentration(sp).claims + ga.grid(sp, ns=[1, 3, 5]).claims
     assert all(c["paper_claim"] in ids and c["role"] in ROLES for c in claims)
-    assert {c["paper_claim"] for c in claims if c["role"] == "evidence"} == set(ids)
+    assert {c["paper_claim"] for c in claims if c["role"] == "evidence"} == set(ids) - set(ga.NOT_MEASURED)
+    assert all(pc.stand_ins.startswith("not measured here") for pc in ga.PAPER_CLAIMS if pc.id in ga.NOT_MEASURED)
+    assert all(c["configuration"] for c in claims if c["role"] == "evidence")
+    check_distinct([("nb", c) for c in claims])
     keys = [c["key"] for c in claims]
     assert len(keys) == len(set(keys)) and not any("logit" in k for k in keys)
     assert not any(k.startswith("table3/") and "-over-gxi/" in k for k in keys)        # DGA against G×I is Table 1's number
@@ -418,7 +425,7 @@ def test_cluttered_objects_are_the_canvas_masks():
     want = float(((raw * masks).sum((1, 2)) / raw.sum((1, 2))).mean())        # the intensity map's share on the given masks
     assert res.measured["M | input intensity | positive mass on object"]["mean"] == pytest.approx(want)
     c = res.claim("fig1/dga-over-input-intensity/vgg-16")
-    assert c["role"] == "diagnostic" and c["paper_claim"] == "dga/masks-object"
+    assert c["role"] == "diagnostic" and c["paper_claim"] == "dga/object-aligned"
     s.masks = None
     assert not any("input-intensity" in c["key"] for c in ga.object_shares(s, ["DGA", "input intensity"]).claims)
 

@@ -18,7 +18,7 @@ from .registry import _FIG9_N
 
 # %% auto #0
 __all__ = ['SMOKE_MODELS', 'SMOKE_RECIPE', 'ZOO_NAMES', 'STAND_INS', 'CLUTTERED_NAMES', 'PAPER_MODELS', 'DATA_NAMES',
-           'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'BUDGETS', 'model_label', 'weights_file',
+           'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'FILL', 'BUDGETS', 'model_label', 'weights_file',
            'load_paper_model', 'paper_images', 'Setup', 'setup']
 
 # %% ../../../nbs/papers/02b_gradient_aggregation_budget.ipynb #599cdb0d
@@ -170,8 +170,9 @@ PAPER_FILES["dga_moons_toy"] = []  # the toy's 2-D moons are generated at every 
 
 # %% ../../../nbs/papers/02b_gradient_aggregation_budget.ipynb #1f763533
 PAPER_SCALE_IMAGES = 1000
+FILL = "zero"  # the protocol's removal fill (0 in normalised space); the paper does not state its own
 _GRID_N = [n for n in _FIG9_N if n < 100]  # below paper scale Figure 9 stops at N = 50 (the plateau is reached at 10–30)
-BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whether Figures 1 and 8 take the zoo's canvas stand-ins, seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, …
+BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whether Figures 1 and 8 take the zoo's canvas stand-ins, seeds, images (per notebook kind), DGA steps N, flip steps, IG / Guided-IG path steps, SmoothGrad samples, RISE masks, the moons toy's epochs, the pixel-flip removal `fill` (`FILLS`; 'zero' = 0 in normalised space, the data mean: the paper does not say) …
     "smoke": dict(
         stand_ins="shapes",
         cluttered=False,
@@ -189,6 +190,7 @@ BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whethe
         chunk=None,
         grid_n=_GRID_N,
         epochs=1000,
+        fill=FILL,
     ),
     "cpu": dict(
         stand_ins="zoo",
@@ -207,6 +209,7 @@ BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whethe
         chunk=None,
         grid_n=_GRID_N,
         epochs=1000,
+        fill=FILL,
     ),
     "paper": dict(
         stand_ins="torchvision",
@@ -225,6 +228,7 @@ BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whethe
         chunk=32,
         grid_n=_FIG9_N,
         epochs=5000,
+        fill=FILL,
     ),
     "dry_run": dict(
         stand_ins="torchvision",
@@ -243,6 +247,7 @@ BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whethe
         chunk=32,
         grid_n=[1, 3],
         epochs=1,
+        fill=FILL,
     ),
 }
 

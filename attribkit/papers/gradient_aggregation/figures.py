@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from ..experiment import Result
 from .registry import *
-from .registry import _LABEL, _auc
+from .registry import _FIG9_N, _LABEL, _auc
 from .protocol import _class_name, _pattern, _unnormalise, _A, _B
 
 if TYPE_CHECKING:
@@ -59,6 +59,12 @@ def flip_figure(res: Result, table: dict, title: str) -> Figure:
             f"{res.raw['n_seeds']} seeds"
             if res.extra["unit"] == "seeds"
             else f"{res.extra['n_images']} images, {res.raw['n_seeds']} seed(s)"
+        )
+        + f"; removal fill {res.extra['fill']}"
+        + (
+            ""
+            if (c := configuration(res.extra["n_steps"])) == "paper"
+            else f"; {c[len('other: ') :]}, not the paper's N = {PAPER_N}"
         )
     )
     return fig
@@ -162,7 +168,8 @@ def fig9_figure(res: Result) -> Figure:
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=len(QS) + 1, fontsize=8, frameon=False)
     fig.suptitle(
         f"Figure 9: DGA hyper-parameters ({res.run.scale}, {res.extra['data']}, {res.extra['model']}, {res.extra['n_images']} "
-        f"images × {res.raw['n_seeds']} seed(s))",
+        f"images × {res.raw['n_seeds']} seed(s); removal fill {res.extra['fill']})"
+        + ("" if max(NS) >= max(_FIG9_N) else f" — N ≤ {max(NS)}: the paper's grid goes to N = {max(_FIG9_N)}"),
         fontsize=9,
     )
     return fig

@@ -20,8 +20,8 @@ from .budget import _kind, _smoke_data, _with_seeds
 
 # %% auto #0
 __all__ = ['FLIP_STEPS', 'LRP_RULE', 'FILLS', 'flip_scores', 'gxi', 'control_methods', 'local_maps', 'compare_methods',
-           'protocol_note', 'flip_table', 'object_shares', 'path_concentration', 'grid', 'MoonsSetup', 'moons_setup',
-           'moons_identities']
+           'fill_value', 'protocol_note', 'flip_table', 'fill_check', 'object_shares', 'path_concentration', 'grid',
+           'MoonsSetup', 'moons_setup', 'moons_identities']
 
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #6637f2a2
 FLIP_STEPS = 20  # 5 % of the pixels per step
@@ -193,18 +193,21 @@ def _judge_flip(spec: ClaimSpec, about: dict, runs: list, why: str | None = None
     order, what, sign = SCORES[score]
     effects, unit = unit_effects([sign * (r[m][score] - r[ref][score]) for r in runs], "methods")
     how = f"per-seed means of differences paired over {len(runs[0][m][score])} images" if unit == "seeds" else "paired images"
+    cells = [f"{about['model']} | {k} | {_LABEL[score]}" for k in (m, ref)]
     return spec.judge(
-        effects, units=unit, detail=f"{how}; effect = {'+' if sign > 0 else '−'}({m} − {ref}) AUC", not_evaluable=why
+        effects, units=unit, detail=f"{how}; effect = {'+' if sign > 0 else '−'}({m} − {ref}) AUC", not_evaluable=why, cells=cells
     )
 
 
-def _flip_claims(s: Setup, results: dict, rows: list, prefix: str, present=None, units: str = "seeds") -> tuple[list, dict]:
-    "The claims of `flip_specs(rows, prefix, …)` for every model of `results`, gated by their controls, and {claim key: the comparison it tests}. A claim whose method the reader removed (not in `present`, the labels asked for; default the maps run) stays, `not evaluable`, naming it; one whose map did not run (not installed, or failed on the model) too."
+def _flip_claims(
+    s: Setup, results: dict, rows: list, prefix: str, present=None, units: str = "seeds", table=None, config: str = "paper"
+) -> tuple[list, dict]:
+    "The claims of `flip_specs(rows, prefix, …, table, config)` for every model of `results`, gated by their controls, and {claim key: the comparison it tests}. A claim whose method the reader removed (not in `present`, the labels asked for; default the maps run) stays, `not evaluable`, naming it; one whose map did not run (not installed, or failed on the model) too."
     claims, comparisons = [], {}
     for label, runs in results.items():
         ran = [m for m in runs[0] if all(m in r for r in runs)]
         have = [_name(m) for m in (ran if present is None else [*present, "random"])]
-        for spec, about in flip_specs(rows, prefix, label, s.paper_names.get(label, label), units):
+        for spec, about in flip_specs(rows, prefix, label, s.paper_names.get(label, label), units, table, config):
             if spec.missing(have) is not None:
                 c = spec.missing(have)
             elif about["method"] in ran and about["reference"] in ran:
@@ -246,17 +249,30 @@ def _auc_rows(s: Setup, measured: dict, table: dict, cols: list, score: str = "p
     return rows, paper
 
 
-FILLS = {  # how `protocol_note` describes each fill of `attribkit.metrics.fill_values`
-    "zero": "0 in normalised space, i.e. mid-grey",
+FILLS = {  # how `protocol_note` describes each removal fill (`attribkit.metrics.fill_values`, and 'black': `fill_value`)
+    "zero": "0 in normalised space: the pixel value of the normalisation mean, mid-grey on Fashion-MNIST's black background, "
+    "ImageNet's mean colour",
+    "black": "0 in pixel space, i.e. black: −mean / std per channel in normalised space (neutral on Fashion-MNIST)",
     "mean": "each image's mean colour, per channel",
     "blur": "the image Gaussian-blurred (σ = 5 pixels, 11-pixel kernel)",
 }
 
 
-def protocol_note(s: Setup, fill="zero") -> str:
-    "Markdown: the pixel-flip choices the paper leaves open, generated from the run's budget (ours, not the paper's)."
+def fill_value(s: Setup, fill: str | None = None):
+    "What the pixel flipping of `s` fills removed pixels with for the name `fill` (default the budget's): 'black' is the normalised value of a black pixel of the run's data, the other names of `FILLS` go to `attribkit.metrics.fill_values` as they are."
+    fill = s.run.budget["fill"] if fill is None else fill
     if fill not in FILLS:
         raise ValueError(f"`fill` must be one of {list(FILLS)}, got {fill!r}")
+    if fill != "black":
+        return fill
+    mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in _stats(s.kind))
+    return -mean / std
+
+
+def protocol_note(s: Setup, fill: str | None = None) -> str:
+    "Markdown: the pixel-flip choices the paper leaves open, generated from the run's budget (ours, not the paper's)."
+    fill = s.run.budget["fill"] if fill is None else fill
+    fill_value(s, fill)  # a known name
     b = s.run.budget
     return (
         f"**Protocol choices the paper leaves open** (ours, not the paper's): ranking by the channel sum of the map, "
@@ -322,11 +338,14 @@ def _flip_tables(s: Setup, measured: dict, table: dict, cols: list, maps: dict, 
     ]
 
 
-def flip_table(s: Setup, methods, table: dict, rows: list, key: str, title: str, fill="zero", rank: str | None = None) -> Result:
-    "The pixel-flip comparison of `methods` (display labels, see `local_maps`) on every model and seed of `s`, with the claims of the table `rows` (keys `<key>/…`; those of a removed method stay, not evaluable), in the shape of the paper's `table`; `rank`: also rank that method among all maps run; `raw`: the AUCs per model and seed."
+def flip_table(
+    s: Setup, methods, table: dict, rows: list, key: str, title: str, fill: str | None = None, rank: str | None = None
+) -> Result:
+    "The pixel-flip comparison of `methods` (display labels, see `local_maps`) on every model and seed of `s`, with the claims of the table `rows` (keys `<key>/…`; those of a removed method stay, not evaluable), in the shape of the paper's `table`; `fill`: the removal fill (`FILLS`; default the budget's); `rank`: also rank that method among all maps run; `raw`: the AUCs per model and seed."
     b, failed = s.run.budget, {}
+    fill = b["fill"] if fill is None else fill
     maps = local_maps(methods, b, s.run.seed)
-    results = _run_methods(s, maps, failed, steps=b["flip_steps"], fill=fill, chunk=b["chunk"])
+    results = _run_methods(s, maps, failed, steps=b["flip_steps"], fill=fill_value(s, fill), chunk=b["chunk"])
     cols = list(dict.fromkeys([c for row in table.values() for c in row] + list(maps) + ["random"]))
     measured = _flip_measured(s, results, methods, maps, cols, failed)
     tables = _flip_tables(s, measured, table, cols, maps, title)
@@ -337,7 +356,8 @@ def flip_table(s: Setup, methods, table: dict, rows: list, key: str, title: str,
     paper = {f"{model_label(m, s.kind)} | {meth} | {o} prob": v for (m, o), row in table.items() for meth, v in row.items()}
     fewest = min(len(s.seeds_of(label)) for label in s.per_seed[0])
     unit = unit_effects([torch.zeros(1)] * fewest, "methods")[1]  # the unit of this run's claims (the shared rule)
-    claims, comparisons = _flip_claims(s, results, rows, key, list(methods), unit)
+    config = configuration(b["n_steps"], fill=None if fill == FILL else fill)
+    claims, comparisons = _flip_claims(s, results, rows, key, list(methods), unit, table, config)
     extra = dict(
         data=s.data,
         accuracy=s.accuracy,
@@ -360,17 +380,33 @@ def flip_table(s: Setup, methods, table: dict, rows: list, key: str, title: str,
     diagnose(res, RULES)
     return res
 
+
+def fill_check(s: Setup, res: Result, methods, table: dict, rows: list, key: str, fill: str = "black") -> list:
+    "The comparisons `rows` of a flip table `res` measured again with another removal `fill` (same models, images and maps), added to `res` as diagnostics (configuration 'other: fill …'; keys `<key>/fill-<fill>/…`) with their AUC cells ('fill <fill> | …'); returns the added claims. Shows how much the verdicts depend on the fill, which the paper does not state."
+    other = flip_table(s, methods, table, rows, f"{key}/fill-{fill}", title="", fill=fill)
+    config = configuration(s.run.budget["n_steps"], fill=fill)
+    added = [dict(c, role="diagnostic", configuration=config, gated_by=[]) for c in other.claims]
+    res.claims += added
+    res.measured.update({f"fill {fill} | {k}": v for k, v in other.measured.items() if not k.endswith("test accuracy")})
+    res.extra["comparisons"].update(other.extra["comparisons"])
+    res.extra.setdefault("fill_checks", {})[fill] = FILLS[fill]
+    return added
+
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #386f5d6f
-def _unnormalise(kind: str):
-    "The function x ↦ the image in [0, 1] (on the CPU) for the data of the budget's `stand_ins` `kind`."
+def _stats(kind: str) -> tuple:
+    "(mean, std) per channel of the normalisation of the data of the budget's `stand_ins` `kind`."
     from attribkit import data
 
-    stats = {
+    return {
         "shapes": lambda: (_smoke_data().mean, _smoke_data().std),
         "zoo": lambda: data.FASHION_MNIST_STATS,
         "torchvision": lambda: data.IMAGENET_STATS,
     }[_kind(kind)]()
-    mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in stats)
+
+
+def _unnormalise(kind: str):
+    "The function x ↦ the image in [0, 1] (on the CPU) for the data of the budget's `stand_ins` `kind`."
+    mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in _stats(kind))
     return lambda x: x.cpu() * std + mean
 
 
@@ -413,6 +449,7 @@ def _fig1_maps(kind: str, names, n_steps: int) -> dict:
     raw = _unnormalise(kind)
     maps = {
         "ufg": lambda m, x, t: UniformFullGrad(m).attribute(x, t),
+        "fullgrad": as_local("fullgrad"),
         "dga_wc": _dga(n_steps, masks="wc"),
         "dga_epc": _dga(n_steps, masks="epc"),
         "dga": _dga(n_steps),
@@ -454,14 +491,15 @@ def _share_claims(s: Setup, shares: dict, maps) -> tuple[list, dict]:
     rows = _FIG1_CLAIMS + (_FIG1_CLUTTERED if s.masks is not None else [])
     unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]
     for label, sh in shares.items():
-        for spec, about in fig1_specs(rows, label, s.paper_names.get(label, label), unit):
+        for spec, about in fig1_specs(rows, label, s.paper_names.get(label, label), unit, configuration(s.run.budget["n_steps"])):
             k, ref = about["method"], about["reference"]
             if spec.missing([_name(m) for m in maps]) is not None:
                 c = spec.missing([_name(m) for m in maps])
             else:
                 effects, unit_ = unit_effects([a - b for a, b in zip(sh[k], sh[ref])], "methods")
                 detail = "effect = difference of object shares"
-                c = spec.judge(effects, units=unit_, detail=detail, not_evaluable=s.not_evaluable.get(label))
+                cells = [f"{label} | {m} | positive mass on object" for m in (k, ref)]
+                c = spec.judge(effects, units=unit_, detail=detail, not_evaluable=s.not_evaluable.get(label), cells=cells)
             claims.append(c)
             comparisons[c["key"]] = about
     return gate(claims), comparisons
@@ -603,36 +641,49 @@ def _measure_grid(s: Setup, NS: list, QS: list, N: int, fill) -> tuple[dict, lis
     return g, [dict(c, DGA=d) for c, d in zip(ctrl, g.get((N, 0.9)) or scores(N, 0.9))]
 
 
+def _grid_effect(g: dict, about: dict, N: int) -> tuple[list, list]:
+    "(per-seed signed effects, the grid cells compared) of one Figure 9 claim `about` from the grid `g` at the aggregated N."
+    kind, k, q = about["kind"], about["score"], about.get("q")
+    sign, cell = SCORES[k][2], lambda n, q_, key=k: f"N={n} q={q_} | {SCORES[key][0]} {SCORES[key][1]}"
+    if kind == "aggregation":  # N > 1 against N = 1 at q
+        n = about["n"]
+        return [sign * (a[k] - c[k]) for a, c in zip(g[(n, q)], g[(1, q)])], [cell(n, q), cell(1, q)]
+    if kind == "low-q":  # q = 0.6 below q (both orders)
+        return [a[k] - c[k] for a, c in zip(g[(N, q)], g[(N, 0.6)])], [cell(N, q), cell(N, 0.6)]
+    if kind == "best-q":  # LeRF − MoRF at q = 0.9 above that at q
+        both = lambda r: r["lerf_prob"] - r["morf_prob"]
+        cells = [cell(N, x, key) for x in (PAPER_Q, q) for key in PROB]
+        return [both(a) - both(c) for a, c in zip(g[(N, PAPER_Q)], g[(N, q)])], cells
+    n = about["n"]  # "near": N no worse than the larger n at q = 0.9
+    return [sign * (a[k] - c[k]) for a, c in zip(g[(N, PAPER_Q)], g[(n, PAPER_Q)])], [cell(N, PAPER_Q), cell(n, PAPER_Q)]
+
+
 def _grid_claims(s: Setup, g: dict, res: list, NS: list, QS: list, N: int) -> tuple[list, dict]:
     "Figure 9's claims (`fig9_specs`) from the grid `g` and the default DGA's controls `res`, and {claim key: what it compares}."
     (label,) = s.per_seed[0]
     ne, claims, comparisons = s.not_evaluable.get(label), [], {}
     unit = unit_effects([torch.zeros(1)] * len(s.seeds), "methods")[1]
     for spec, about in fig9_specs(label, s.paper_names.get(label, label), NS, QS, N, unit):
-        k = about["score"]
-        sign = SCORES[k][2]
         if about["kind"] == "versus":
             c = _judge_flip(spec, about, res, ne)
         else:
-            q = about.get("q")
-            pairs = zip(g[(N, q)], g[(1, q)]) if about["kind"] == "aggregation" else zip(g[(N, 1.0)], g[(N, 0.6)])
-            e, unit_ = unit_effects(
-                [sign * (a[k] - c[k]) if about["kind"] == "aggregation" else a[k] - c[k] for a, c in pairs], "methods"
-            )
-            c = spec.judge(e, units=unit_, not_evaluable=ne)
+            per_seed, cells = _grid_effect(g, about, N)
+            e, unit_ = unit_effects(per_seed, "methods")
+            c = spec.judge(e, units=unit_, not_evaluable=ne, cells=cells)
         claims.append(c)
         comparisons[c["key"]] = about
     return gate(claims), comparisons
 
 
-def grid(s: Setup, ns=None, qs=_FIG9_Q, fill="zero") -> Result:
+def grid(s: Setup, ns=None, qs=_FIG9_Q, fill: str | None = None) -> Result:
     "Figure 9's grid on the one model of `s`: DGA's flip AUCs for every N of `ns` (default the budget's `grid_n`) and q of `qs`, the claims (probability AUCs) that aggregation helps, with the control that N = 1 beats a random map, and that a low q trades LeRF for MoRF; the default DGA's controls are measured cells; `raw`: the grid's flip scores per seed."
     from attribkit.results import paper_table
 
     b = s.run.budget
     NS, QS, (label,) = list(ns or b["grid_n"]), list(qs), s.per_seed[0]
     N = max(n for n in NS if n <= b["n_steps"])
-    g, res = _measure_grid(s, NS, QS, N, fill)
+    fill = b["fill"] if fill is None else fill
+    g, res = _measure_grid(s, NS, QS, N, fill_value(s, fill))
     measured = _accuracy_cells(s)
     for (n, q), sc in g.items():
         for key, (order, score, _) in SCORES.items():
