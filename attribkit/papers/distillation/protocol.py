@@ -82,7 +82,7 @@ def _table_md(table: dict, cols: list, title: str, decimals: int, paper: dict | 
 
 def premise_gate(claims: list[dict]) -> list[dict]:
     "`claims` after `gate`: where a premise of `PREMISES` that does not hold gated a claim, the premise's reason in place of the control's."
-    said = {f"control {k} {v}": f"{why} ({k} {v})" for k, why in PREMISES.items() for v in GATING}
+    said = {f"control {k} {v}": f"{why[v != 'fails']} ({k} {v})" for k, why in PREMISES.items() for v in GATING}
     return [dict(c, reasons=[said.get(r, r) for r in c["reasons"]]) if c["gated_by"] else c for c in claims]
 
 
