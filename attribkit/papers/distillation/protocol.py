@@ -87,7 +87,8 @@ def premise_gate(claims: list[dict]) -> list[dict]:
 
 
 def _result(S: Setup, tables: list, measured: dict, claims: list, compared: dict, extra: dict, paper=None, raw=None) -> Result:
-    "The step's `Result`: `tables` (markdown), measured cells, claims (each not evaluable with a stand-in under its floor, then gated by its controls and premises), and the diagnoses by `RULES`."
+    "The step's `Result`: `tables` (markdown), measured cells, claims (gated by their controls and premises, then each not evaluable with a stand-in under its floor, that reason first), and the diagnoses by `RULES`."
+    claims = premise_gate(gate(claims))
     for why in S.under_floor().values():  # the zoo's teacher under its floor: every claim rests on it
         claims = [made_not_evaluable(c, why) for c in claims]
     res = Result(
@@ -95,7 +96,7 @@ def _result(S: Setup, tables: list, measured: dict, claims: list, compared: dict
         tables=tables,
         measured={k: _storable(v) for k, v in measured.items()},
         paper=_flat(paper or {}),
-        claims=premise_gate(gate(claims)),
+        claims=claims,
         extra=dict(data=S.cfg["data"], model=S.cfg["model_name"], seeds=S.seeds) | extra | dict(compared=compared),
         stand_ins={f"teacher ({S.cfg['model_name']}), test mAP": S.teacher_scores["mAP"] / 100},
         raw=dict(compared=compared) | (raw or {}),
