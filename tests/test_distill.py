@@ -384,13 +384,18 @@ def test_paper_table1_step_keeps_claims_of_dropped_variants(tiny, f32):
     from attribkit.papers.distillation import rebuttal_table1, table1_figure
     res = rebuttal_table1(tiny, ["Naive-KD", "SSWA"], widths=["x2"], lambdas=[10.0])
     keys = {c["key"] for c in res.claims}
-    assert "t1/sswa-over-naive-kd/auc" in keys and "t1/teacher-best/map" in keys
+    assert {"t1/sswa-over-naive-kd/auc/x2", "t1/premise/teacher-over-naive-kd/auc/x2", "t1/teacher-best/map"} <= keys
+    assert all(c["configuration"] for c in res.claims if c["role"] == "evidence")    # each piece says at what configuration
+    sswa = res.claim("t1/sswa-over-naive-kd/auc/x2")    # gated by the premise at its width
+    assert sswa["gated_by"] == ["t1/premise/teacher-over-naive-kd/auc/x2"]
+    if res.claim("t1/premise/teacher-over-naive-kd/auc/x2")["verdict"] != "holds":
+        assert sswa["verdict"] == "not evaluable" and sswa["reasons"][0].startswith(("premise absent at this width (x2)", "premise not shown at this width (x2)"))
     dropped = [c for c in res.claims if any("removed from the methods" in r for r in c["reasons"])]
-    assert {c["key"] for c in dropped} == {"t1/sswa-over-swa/auc", "t1/swa-over-ewa/auc", "t1/ewa-over-naive-kd/auc",
-                                           "t1/sswa-over-swa/point-acc", "t1/swa-over-ewa/point-acc", "t1/ewa-over-naive-kd/point-acc"}
+    assert {c["key"] for c in dropped} == {f"t1/{f}/{k}/x2" for f in ("sswa-over-swa", "swa-over-ewa", "ewa-over-naive-kd")
+                                           for k in ("auc", "point-acc")} | {"t1/sswa-over-swa/map/x2", "t1/sswa-over-swa/f1/x2"}
     assert all(c["verdict"] == "not evaluable" and c["n"] == 0 for c in dropped)
-    assert res.claim("t1/swa-over-ewa/auc")["reasons"] == ["not run: swa, ewa removed from the methods"]
-    assert res.claim("t1/sswa-over-swa/auc")["reasons"] == ["not run: swa removed from the methods"]
+    assert res.claim("t1/swa-over-ewa/auc/x2")["reasons"][-1:] == ["not run: swa, ewa removed from the methods"]
+    assert res.claim("t1/sswa-over-swa/auc/x2")["reasons"][-1:] == ["not run: swa removed from the methods"]
     assert "EWA AUC" not in res.measured and "SWA AUC" not in res.measured and "SSWA AUC" in res.measured
     assert "SWA sweep: fixed start, λ = 10 mAP" in res.measured and "| Full (Teacher) |" in res.tables[0]
     assert set(res.diagnoses) <= keys and all(res.diagnoses.values())
@@ -404,19 +409,24 @@ def test_paper_table2_pruning_roar_steps(tiny, f32):
     from attribkit.papers.distillation import rebuttal_table2, pruning, roar, pruning_figure, roar_figure
     plt = pytest.importorskip("matplotlib.pyplot")
     t2 = rebuttal_table2(tiny, ["Grad-CAM", "EBP"])
-    gone = {c["key"].split("/")[2] for c in t2.claims if c["reasons"][:1] in (["not run: lrp removed from the methods"],
+    gone = {c["key"].split("/")[-2] for c in t2.claims if c["reasons"][:1] in (["not run: lrp removed from the methods"],
                                                                               ["not run: fullgrad removed from the methods"])}
-    assert {c["key"].split("/")[2] for c in t2.claims} - gone == {"ebp"} and gone == {"lrp-a1b0", "fullgrad"}  # Grad-CAM: Table 1
+    assert {c["key"].split("/")[-2] for c in t2.claims} - gone == {"ebp"} and gone == {"lrp-a1b0", "fullgrad"}  # Grad-CAM: Table 1
     assert "SSWA FullGrad AUC" not in t2.measured
     pr = pruning(tiny, ["w/o matching"], p=0.5, ft_epochs=1, rounds=1, round_epochs=1)
-    assert len(pr.claims) == 12 and all(c["reasons"] == ["not run: sswa removed from the methods"] for c in pr.claims)
+    premise = {"prune/premise/structured/teacher-over-without/auc", "prune/premise/unstructured/teacher-over-without/auc"}
+    assert len(pr.claims) == 14 and {c["key"] for c in pr.claims if c["n"]} == premise    # the premise needs no matching
+    assert all(c["reasons"][-1:] == ["not run: sswa removed from the methods"] for c in pr.claims if c["key"] not in premise)
+    assert pr.claim("prune/structured/with-over-without/map")["margin"] == 0.64    # no-cost: non-inferiority
     assert "Structured, w/o matching AUC" in pr.measured and pr.extra["recipe"]["rounds"] == 1
     plt.close(pruning_figure(pr))
     ro = roar(tiny, ["Teacher", "SSWA"], fractions=[0.5], epochs=1)
     measured = {c["key"] for c in ro.claims if c["n"]}
-    assert measured == {"roar/teacher-below-random", "roar/control/teacher-below-intensity",
-                        "roar/sswa-below-random", "roar/control/sswa-below-intensity"}
-    assert {c["key"]: c["reasons"] for c in ro.claims if c["key"] not in measured} == {
+    assert measured == {"roar/control/unmasked-above-prior", "roar/teacher-below-random", "roar/control/teacher-below-intensity",
+                        "roar/sswa-below-random", "roar/control/sswa-below-intensity", "roar/teacher-removal-raises-score",
+                        "roar/sswa-par-teacher"}
+    assert ro.claim("roar/teacher-below-random")["role"] == "evidence" and ro.claim("roar/sswa-closer-than-naive-kd")["role"] == "diagnostic"
+    assert {c["key"]: c["reasons"][-1:] for c in ro.claims if c["key"] not in measured} == {
         k: ["not run: naive removed from the methods"] for k in ("roar/naive-kd-below-random", "roar/control/naive-kd-below-intensity",
                                                                  "roar/sswa-closer-than-naive-kd")}
     assert "Naive-KD mAP @ 50% removed" not in ro.measured and "SSWA mAP @ 50% removed" in ro.measured
@@ -475,11 +485,12 @@ def test_paper_renamed_table2_notebook_without_a_map_keeps_its_claims(tmp_path):
     (out,) = (tmp_path / "out").glob("*.json")
     res = json.loads(out.read_text())
     assert not any("EBP" in k for k in res["measured"]) and "SSWA LRP a1b0 AUC" in res["measured"]
-    ebp = [c for c in res["claims"] if c["key"].split("/")[2] == "ebp"]
-    assert {c["key"] for c in ebp} == {"t2/sswa-over-naive-kd/ebp/auc", "t2/sswa-over-naive-kd/ebp/point-acc",
+    ebp = [c for c in res["claims"] if c["key"].split("/")[-2] == "ebp"]
+    assert {c["key"] for c in ebp} == {"t2/premise/teacher-over-naive-kd/ebp/auc", "t2/premise/teacher-over-naive-kd/ebp/point-acc",
+                                       "t2/sswa-over-naive-kd/ebp/auc", "t2/sswa-over-naive-kd/ebp/point-acc",
                                        "t2/control/ebp/random", "t2/control/ebp/intensity-image", "t2/control/ebp/intensity"}
     assert all(c["verdict"] == "not evaluable" and "not run: ebp removed from the methods" in c["reasons"] for c in ebp)
-    assert {c["key"].split("/")[2] for c in res["claims"]} == {"ebp", "lrp-a1b0", "fullgrad"}   # Grad-CAM's claims are Table 1's
+    assert {c["key"].split("/")[-2] for c in res["claims"]} == {"ebp", "lrp-a1b0", "fullgrad"}   # Grad-CAM's claims are Table 1's
     assert not any("removed from the methods" in r for c in res["claims"] if c not in ebp for r in c["reasons"])
 
 

@@ -8,7 +8,17 @@ from math import nan
 import numpy as np
 from matplotlib.figure import Figure
 from ..experiment import Result
-from .registry import PAPER_T1, PAPER_T2, ROAR_MODELS, THIRD_MAP
+from attribkit.papers.distillation.registry import (
+    PAPER_LAM,
+    PAPER_PRUNE,
+    PAPER_T1,
+    PAPER_T2,
+    PAPER_WIDTH,
+    ROAR_MODELS,
+    THIRD_MAP,
+    VARIANTS,
+    lam_differs,
+)
 
 # %% auto #0
 __all__ = ['table1_figure', 'pruning_figure', 'table2_figure', 'roar_figure']
@@ -46,8 +56,8 @@ def _legend_below(fig, axes, ncol: int = 4, replace: dict | None = None):
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol, fontsize=7, frameon=False)
 
 
-def _measure_bars(res: Result, paper: dict) -> Figure:
-    "Bars of mAP, F1, AUC and Point Acc per row of `res.extra['table']`, the paper's means as ×, the teacher's controls as lines."
+def _measure_bars(res: Result, paper: dict, note: str = "") -> Figure:
+    "Bars of mAP, F1, AUC and Point Acc per row of `res.extra['table']`, the paper's means (`paper`: bar → the paper's row) as ×, the teacher's controls as lines; `note`: what differs from the paper."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -62,18 +72,42 @@ def _measure_bars(res: Result, paper: dict) -> Figure:
         ax.set_ylabel(f"{k} (%) ↑")
         ax.set_title(k)
     _legend_below(fig, axes, replace={"ours": (Patch(color="0.6"), "ours (bars, mean ± se; the x labels name them)")})
-    fig.suptitle(E["title"] + ("" if paper else " (the paper's tables have no numbers)"), fontsize=8)
+    fig.suptitle(
+        E["title"] + ("" if paper else " (the paper's tables have no numbers)") + (f"\n{note}" if note else ""), fontsize=8
+    )
     return fig
 
 
+def _t1_paper_bars(E: dict) -> dict:
+    "The paper's Table 1 rows keyed by the bar of the same configuration: the teacher, and each student at the paper's width (a matching student only at the paper's λ)."
+    main, lam = E["config"]["main"], E["config"]["lam"]
+    out = {"Full (Teacher)": PAPER_T1["Full (Teacher)"]}
+    for r in VARIANTS:
+        bar = r if main == PAPER_WIDTH else f"{PAPER_WIDTH} {r}"
+        if bar in E["table"] and not lam_differs(lam, r):
+            out[bar] = PAPER_T1[r]
+    return out
+
+
 def table1_figure(res: Result) -> Figure:
-    "Rebuttal Table 1 as bars: teacher and students per measure, the paper's values (×) and the random / intensity controls (lines)."
-    return _measure_bars(res, PAPER_T1)
+    "Rebuttal Table 1 as bars: teacher and students per measure, the paper's values (×, over the bars of its configuration) and the random / intensity controls (lines)."
+    C = res.extra["config"]
+    note = (
+        f"unprefixed students: width {C['main']}, λ = {C['lam']:g}; the paper's students: {PAPER_WIDTH}, λ = {PAPER_LAM:g}. "
+        "× (the paper's values) only over the teacher and the students of the paper's configuration"
+    )
+    return _measure_bars(res, _t1_paper_bars(res.extra), note)
 
 
 def pruning_figure(res: Result) -> Figure:
-    "The pruning table as bars: unpruned, pruned, fine-tuned with and without matching, per measure, with the controls."
-    return _measure_bars(res, {})
+    "The pruning table as bars: unpruned, pruned, fine-tuned with and without matching, per measure, with the controls; the title says how the recipe differs from the paper's."
+    R, P = res.extra["recipe"], PAPER_PRUNE
+    note = (
+        f"structured p = {R['p']:g} on {len(res.extra['pattern'])} convs, {R['ft_epochs']} fine-tuning epochs (paper p = "
+        f"{' or '.join(map(str, P['p']))} on {P['convs']}, {P['ft_epochs']}); unstructured {R['rounds']} rounds, "
+        f"{res.extra['unstructured_sparsity']:.0%} sparsity (paper {P['rounds']} rounds)"
+    )
+    return _measure_bars(res, {}, note)
 
 
 def table2_figure(res: Result) -> Figure:
@@ -95,7 +129,8 @@ def table2_figure(res: Result) -> Figure:
                 capsize=2,
                 label=f"{who} (ours)",
             )
-            p = [PAPER_T2.get(who, {}).get(f"{k} {m}") for k in maps]
+            same = who == "Full (Teacher)" or (E["main"] == PAPER_WIDTH and not lam_differs(E["lam"], who))
+            p = [PAPER_T2.get(who, {}).get(f"{k} {m}") if same else None for k in maps]
             ax.scatter(
                 [i + 0.27 * (j - 1) for i, q in enumerate(p) if q is not None],
                 [q for q in p if q is not None],
@@ -111,9 +146,10 @@ def table2_figure(res: Result) -> Figure:
         ax.set_title(m)
         ax.tick_params(labelleft=True)
     _legend_below(fig, axes, ncol=3)
+    differs = "" if E["main"] == PAPER_WIDTH else f" (the paper's students: {PAPER_WIDTH}; their × are not drawn over ours)"
     fig.suptitle(
-        f"Rebuttal Table 2 — {E['model']}, {E['main']} students, {len(E['seeds'])} seed(s); random map and input intensity "
-        "are controls",
+        f"Rebuttal Table 2 — {E['model']}, {E['main']} students{differs}, {len(E['seeds'])} seed(s); random map and input "
+        "intensity are controls",
         fontsize=8,
     )
     return fig
@@ -140,5 +176,9 @@ def roar_figure(res: Result) -> Figure:
     ax.set_xlabel("pixels removed (%)")
     ax.set_ylabel("retrained mAP, per sample (%)  ↓ better map")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.set_title(f"ROAR — {E['model']}, {len(E['seeds'])} seed(s)\n(the rebuttal's figure has no numbers)", fontsize=8)
+    ax.set_title(
+        f"ROAR — {E['model']}, {len(E['seeds'])} seed(s)\n(score: retrained mAP; the rebuttal plots the F1 of a retrained "
+        "VGG-11, without numbers)",
+        fontsize=8,
+    )
     return fig

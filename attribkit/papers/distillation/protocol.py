@@ -6,6 +6,7 @@
 from __future__ import annotations
 import copy
 import json
+from dataclasses import replace
 from functools import lru_cache
 from math import nan
 from typing import Callable
@@ -13,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
-from ...claims import ClaimSpec, gate, made_not_evaluable, mean_se, unit_effects
+from ...claims import GATING, ClaimSpec, gate, made_not_evaluable, mean_se, unit_effects
 from ...data import first
 from attribkit.distill import (
     distill,
@@ -30,13 +31,13 @@ from attribkit.distill import (
 from .. import zoo
 from ..experiment import PrePass, Result, diagnose, start
 from .registry import *
-from .registry import _ROAR_MARGIN, _flat, _needs
+from .registry import _ROAR_MARGIN, _T1_FAMILIES, _flat, _needs
 from .budget import *
 from .budget import _VGG16_PRUNE_PATTERN, _VGG6_PRUNE_PATTERN, _labels
 
 # %% auto #0
-__all__ = ['LAMBDAS', 'REACH', 'PRE_PASS', 'table1_students', 'rebuttal_table1', 'student_tasks', 'submit_students',
-           'train_students', 'student_rows', 'rebuttal_table2', 'pruning', 'roar']
+__all__ = ['LAMBDAS', 'REACH', 'PRE_PASS', 'premise_gate', 'table1_students', 'rebuttal_table1', 'student_tasks',
+           'submit_students', 'train_students', 'student_rows', 'rebuttal_table2', 'pruning', 'roar']
 
 # %% ../../../nbs/papers/01c_distillation_protocol.ipynb #84e2b869
 def _seed_claim(spec: ClaimSpec, effects, detail: str) -> dict:
@@ -79,8 +80,15 @@ def _table_md(table: dict, cols: list, title: str, decimals: int, paper: dict | 
     return paper_table(table | (controls or {}), paper or {}, cols=cols, title=title, decimals=decimals)
 
 
+def premise_gate(claims: list[dict]) -> list[dict]:
+    "`claims` after `gate`: where a premise of `PREMISES` that does not hold gated a claim, the premise's reason in place of the control's."
+    said = {f"control {k} {v}": f"{why[v != 'fails']} ({k} {v})" for k, why in PREMISES.items() for v in GATING}
+    return [dict(c, reasons=[said.get(r, r) for r in c["reasons"]]) if c["gated_by"] else c for c in claims]
+
+
 def _result(S: Setup, tables: list, measured: dict, claims: list, compared: dict, extra: dict, paper=None, raw=None) -> Result:
-    "The step's `Result`: `tables` (markdown), measured cells, claims (each not evaluable with a stand-in under its floor, then gated), and the diagnoses by `RULES`."
+    "The step's `Result`: `tables` (markdown), measured cells, claims (gated by their controls and premises, then each not evaluable with a stand-in under its floor, that reason first), and the diagnoses by `RULES`."
+    claims = premise_gate(gate(claims))
     for why in S.under_floor().values():  # the zoo's teacher under its floor: every claim rests on it
         claims = [made_not_evaluable(c, why) for c in claims]
     res = Result(
@@ -88,7 +96,7 @@ def _result(S: Setup, tables: list, measured: dict, claims: list, compared: dict
         tables=tables,
         measured={k: _storable(v) for k, v in measured.items()},
         paper=_flat(paper or {}),
-        claims=gate(claims),
+        claims=claims,
         extra=dict(data=S.cfg["data"], model=S.cfg["model_name"], seeds=S.seeds) | extra | dict(compared=compared),
         stand_ins={f"teacher ({S.cfg['model_name']}), test mAP": S.teacher_scores["mAP"] / 100},
         raw=dict(compared=compared) | (raw or {}),
@@ -250,18 +258,25 @@ def _t1_teacher_claims(S: Setup, V: list, teacher: dict, runs: dict, compared: d
     return out
 
 
-def _t1_pair_claims(S: Setup, V: list, W: list, runs: dict, compared: dict) -> list[dict]:
-    "`T1_PAIRS` on the main-width students and `T1_WIDTHS` on the other widths of `W`, each not evaluable when it needs a dropped variant."
-    MAIN, present = S.cfg["main"], _needs(*V)
-    out = [
-        spec.missing(present) or _compare(compared, spec, runs[MAIN, a], runs[MAIN, b], k, a, b)
-        for (a, b, k), spec in T1_PAIRS.items()
-    ]
-    for w in [w for w in W if w != MAIN]:
-        spec = T1_WIDTHS[w]
-        out.append(
-            spec.missing(present) or _compare(compared, spec, runs[w, "SSWA"], runs[w, "Naive-KD"], "AUC", "SSWA", "Naive-KD")
-        )
+def _t1_claims(S: Setup, V: list, W: list, teacher: dict, runs: dict, compared: dict) -> list[dict]:
+    "`T1_SPECS` at each width of `W` (every variant at the main width, the teacher, Naive-KD and SSWA elsewhere) with its configuration, and `T1_TREND` when x2 and x8 ran; a claim needing a dropped variant not evaluable."
+    MAIN, lam, present = S.cfg["main"], S.cfg["lam"], _needs(*V)
+    everywhere = {"Full (Teacher)", "Naive-KD", "SSWA"}
+    trun = [dict(teacher, collapsed="")] * len(S.seeds)  # the teacher is one model: paired with each seed's student
+
+    def of(w, label):
+        return trun if label == "Full (Teacher)" else runs[w, label]
+
+    out = []
+    for (name, k, w), spec in T1_SPECS.items():
+        a, b = _T1_FAMILIES[name][:2]
+        if w not in W or (w != MAIN and not {a, b} <= everywhere):
+            continue
+        spec = replace(spec, configuration=configuration(width_differs(w), lam_differs(lam, a, b)))
+        out.append(spec.missing(present) or _compare(compared, spec, of(w, a), of(w, b), k, a, b))
+    if {"x2", "x8"} <= set(W):
+        x2, x8 = runs.get(("x2", "Naive-KD")), runs.get(("x8", "Naive-KD"))
+        out.append(T1_TREND.missing(present) or _compare(compared, T1_TREND, x2, x8, "AUC", "Naive-KD x2", "Naive-KD x8"))
     return out
 
 
@@ -315,7 +330,7 @@ def rebuttal_table1(S: Setup, variants=VARIANTS, widths=None, lambdas=LAMBDAS) -
         measured |= {f"SWA sweep: {name} {k}": v[k] for k in ("mAP", "F1", "AUC")}
         measured[f"SWA sweep: {name} collapsed seeds"] = v["collapsed"]
     compared = {}
-    claims = _t1_teacher_claims(S, V, teacher, runs, compared) + _t1_pair_claims(S, V, W, runs, compared)
+    claims = _t1_claims(S, V, W, teacher, runs, compared) + _t1_teacher_claims(S, V, teacher, runs, compared)
     claims += _t1_control_claims(S, V, runs, rand, controls, compared)
     loss_text = "Last-epoch losses of the main-width students (mean over seeds): " + "; ".join(
         f"{l} task {t['task']:.3f}, λ·matching {t['lambda*matching']:.3f}" for l, t in losses.items()
@@ -481,17 +496,22 @@ _T2_NOTES = {
 }
 
 
-def _t2_claims(MAPS: dict, runs: dict, any_map: str, compared: dict) -> list[dict]:
-    "`T2_PAIRS` (SSWA ≥ Naive-KD per map) and `T2_CONTROLS` (the SSWA students' maps against the controls); a dropped map's claims not evaluable."
-    present = _needs(*MAPS)
+def _t2_claims(S: Setup, MAPS: dict, runs: dict, any_map: str, compared: dict) -> list[dict]:
+    "`T2_PREMISE` (the teacher ≥ Naive-KD per map), `T2_PAIRS` (SSWA ≥ Naive-KD per map) and `T2_CONTROLS` (the SSWA students' maps against the controls); a dropped map's claims not evaluable."
+    present, n = _needs(*MAPS), len(runs["Naive-KD"])
 
     def by_map(label, k):
-        return [r[k] | {"collapsed": r[any_map]["collapsed"]} for r in runs[label]]
+        return [r[k] | {"collapsed": r[any_map]["collapsed"]} for r in runs[label]] * (n if label == "Full (Teacher)" else 1)
 
-    out = [
-        spec.missing(present) or _compare(compared, spec, by_map("SSWA", k), by_map("Naive-KD", k), m, "SSWA", "Naive-KD")
-        for (k, m), spec in T2_PAIRS.items()
-    ]
+    def conf(spec, k, *labels):
+        third = "FullGrad for the unreadable third map" if k == "FullGrad" else ""
+        return replace(spec, configuration=configuration(width_differs(S.cfg["main"]), third, lam_differs(S.cfg["lam"], *labels)))
+
+    out = []
+    for specs, a in ((T2_PREMISE, "Full (Teacher)"), (T2_PAIRS, "SSWA")):
+        for (k, m), spec in specs.items():
+            spec = conf(spec, k, a)
+            out.append(spec.missing(present) or _compare(compared, spec, by_map(a, k), by_map("Naive-KD", k), m, a, "Naive-KD"))
     alive = [i for i, r in enumerate(runs["SSWA"]) if not r[any_map]["collapsed"]]
     for (k, c), spec in T2_CONTROLS.items():
         if miss := spec.missing(present):
@@ -516,7 +536,7 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
     any_map = next(iter(MAPS))  # every map's row carries the model's mAP, F1 and collapse check
     table, measured = _t2_table(MAPS, runs, any_map)
     compared = {}
-    claims = _t2_claims(MAPS, runs, any_map, compared)
+    claims = _t2_claims(S, MAPS, runs, any_map, compared)
     shown = [k for k in ("EBP", "LRP a1b0", "FullGrad", THIRD_MAP, "Grad-CAM") if k in MAPS or k == THIRD_MAP]
     cols = [f"{k} {m}" for k in shown for m in ("AUC", "Point Acc")] + ["random map AUC", "input intensity AUC among objects"]
     title = f"Rebuttal Table 2 — {S.cfg['model_name']}; {S.cfg['main']} students, mean ± se over {len(S.seeds)} seed(s)"
@@ -524,6 +544,7 @@ def rebuttal_table2(S: Setup, maps=TABLE2_MAPS) -> Result:
         final_epoch_losses={m: S.loss_terms(m) for m in ("naive", "sswa")},
         maps={k: v[0] for k, v in MAPS.items()},
         main=S.cfg["main"],
+        lam=S.cfg["lam"],
         note="third paper map unreadable in the rebuttal text (likely RAP, not implemented); FullGrad added",
         table=table,
         title=title,
@@ -606,13 +627,35 @@ _RAW = {
 }  # row → `scores` names
 
 
-def _prune_claims(V: list, rows: dict, raw: dict, compared: dict) -> list[dict]:
-    "`PRUNE_PAIRS` (with SSWA matching ≥ without, per seed) and `PRUNE_CONTROLS` (the matched networks' Grad-CAM against the controls), per pruning kind."
+def _prune_differs(S: Setup, P: dict, pattern, sparsity: float) -> dict:
+    "Per pruning kind, what of the recipe `P` (and the rates `pattern`) differs from the paper's (`PAPER_PRUNE`)."
+    n = S.cfg["n_finetune"]
+    data = f"fine-tuned on {n} images" if n is not None else ""
+    structured = [
+        f"p = {P['p']:g} (paper {' or '.join(map(str, PAPER_PRUNE['p']))})" if P["p"] not in PAPER_PRUNE["p"] else "",
+        f"{len(pattern)}-conv pattern (paper {PAPER_PRUNE['convs']})" if len(pattern) != PAPER_PRUNE["convs"] else "",
+        f"{P['ft_epochs']} fine-tuning epochs (paper {PAPER_PRUNE['ft_epochs']})"
+        if P["ft_epochs"] != PAPER_PRUNE["ft_epochs"]
+        else "",
+        data,
+    ]
+    rounds = P["rounds"] != PAPER_PRUNE["rounds"]
+    unstructured = [f"{P['rounds']} rounds, {sparsity:.0%} sparsity (paper {PAPER_PRUNE['rounds']})" if rounds else "", data]
+    return {"Structured": structured, "Unstructured": unstructured}
+
+
+def _prune_claims(S: Setup, V: list, rows: dict, raw: dict, compared: dict, differs: dict) -> list[dict]:
+    "`PRUNE_PREMISE` (the unpruned teacher ≥ the pruned network without matching), `PRUNE_PAIRS` (with SSWA matching ≥ without, per seed) and `PRUNE_CONTROLS` (the matched networks' Grad-CAM against the controls), per pruning kind, each with its configuration (`differs`)."
     present, out = _needs(*V), []
-    for kind in ("Structured", "Unstructured"):
+    n = len(rows.get("Structured, w/o matching") or rows.get("Structured, SSWA matching") or [])
+    teacher = [dict(rows["Unpruned teacher"][0], collapsed="")] * n
+    for kind in PRUNE_KINDS:
+        wo, w = rows.get(f"{kind}, w/o matching"), rows.get(f"{kind}, SSWA matching")
+        spec = replace(PRUNE_PREMISE[kind], configuration=configuration(*differs[kind]))
+        out.append(spec.missing(present) or _compare(compared, spec, teacher, wo, "AUC", "unpruned", "without"))
         for m in ("AUC", "Point Acc", "mAP"):
-            spec = PRUNE_PAIRS[kind, m]
-            wo, w = rows.get(f"{kind}, w/o matching"), rows.get(f"{kind}, SSWA matching")
+            conf = configuration(*differs[kind], lam_differs(S.cfg["lam"], "SSWA matching"))
+            spec = replace(PRUNE_PAIRS[kind, m], configuration=conf)
             out.append(spec.missing(present) or _compare(compared, spec, w, wo, m, "with", "without"))
         for c in CONTROLS:
             spec = PRUNE_CONTROLS[kind, c]
@@ -642,7 +685,8 @@ def pruning(
     cols = ("mAP", "F1", "AUC", "Point Acc", "AUC among objects")
     table = {m: {k: v[0][k] if len(v) == 1 else mean_se([r[k] for r in v]) for k in cols} for m, v in rows.items()}
     compared = {}
-    claims = _prune_claims(V, rows, raw, compared)
+    differs = _prune_differs(S, P, pattern, info.get("unstructured sparsity", nan))
+    claims = _prune_claims(S, V, rows, raw, compared, differs)
     summary = (
         f"Structured pruning: {info['structured params'][0]} → {info['structured params'][1]} parameters; unstructured "
         f"sparsity {info.get('unstructured sparsity', nan):.1%} after {P['rounds']} round(s)."
@@ -734,34 +778,50 @@ def _roar_table(A: dict, F: tuple, chance: float) -> tuple[dict, dict]:
     return table, measured
 
 
-def _roar_claims(S: Setup, M: list, A: dict, F: tuple, why: str | None, compared: dict) -> list[dict]:
-    "`ROAR_CONTROLS` (each map's removal against random and intensity removal) and `ROAR_CLOSER`, not evaluable for `why` (a retrained classifier near the label prior)."
-    present, out = _needs(*M), []
+def _roar_claims(S: Setup, M: list, A: dict, F: tuple, chance: float, why: str | None, compared: dict) -> list[dict]:
+    "`ROAR_PRIOR`, `ROAR_PREMISE` (each map's removal against random removal, the paper's premise), `ROAR_INTENSITY`, `ROAR_RISE`, `ROAR_PAR` and `ROAR_CLOSER`, with their configuration; all but the prior check not evaluable for `why` (a retrained classifier near the label prior)."
+    present, C = _needs(*M), S.cfg
+    model = "" if C["data"] == "voc2012" else "retrained the scale's x4 layout (paper VGG-11)"
 
-    def judge(spec, effects, detail):
+    def conf(spec, *labels):
+        students = [l for l in labels if l != "Teacher"]
+        w = width_differs(C["main"]) if students else ""
+        return replace(spec, configuration=configuration("score mAP (paper F1)", model, w, lam_differs(C["lam"], *students)))
+
+    def judge(spec, effects, detail, a, b, values_a, values_b):
+        compared[spec.key] = {"measure": "mAP", "values": {a: list(values_a), b: list(values_b)}, "collapsed": {}}
+        if miss := spec.missing(present):
+            return miss
         return spec.judge(effect=nan, se=nan, n=len(effects), not_evaluable=why) if why else _seed_claim(spec, effects, detail)
 
-    for (n, ctl), spec in ROAR_CONTROLS.items():
-        if miss := spec.missing(present):
-            out.append(miss)
-            continue
-        compared[spec.key] = {
-            "measure": "mAP",
-            "values": {n: A[n].mean(1).tolist(), ctl: A[ctl].mean(1).tolist()},
-            "collapsed": {},
-        }
-        detail = f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs {ctl.lower()} {A[ctl].mean():.1f}"
-        out.append(judge(spec, (A[ctl] - A[n]).mean(1), detail))
+    base = A["No removal"][:, 0]
+    out = [_seed_claim(ROAR_PRIOR, base - chance, f"unmasked retrained mAP {base.mean():.1f} vs random scores {chance:.1f}")]
+    for specs, ctl in ((ROAR_PREMISE, "Random"), (ROAR_INTENSITY, "Input intensity")):
+        for n, spec in specs.items():
+            if n not in A:
+                out.append(spec.missing(present))
+                continue
+            detail = f"mean over fractions {list(F)}: {n} {A[n].mean():.1f} vs {ctl.lower()} {A[ctl].mean():.1f}"
+            eff = (A[ctl] - A[n]).mean(1)
+            out.append(judge(conf(spec, n), eff, detail, n, ctl, A[n].mean(1), A[ctl].mean(1)))
+    if "Teacher" in A:
+        d = f"teacher's removal at {F[-1]:.0%}: {A['Teacher'][:, -1].mean():.1f} vs nothing removed {base.mean():.1f}"
+        out.append(judge(ROAR_RISE, A["Teacher"][:, -1] - base, d, "Teacher", "No removal", A["Teacher"][:, -1], base))
+    else:
+        out.append(ROAR_RISE.missing(present))
+    if {"Teacher", "SSWA"} <= set(A):
+        d = f"mean over fractions {list(F)}: teacher {A['Teacher'].mean():.1f} vs SSWA {A['SSWA'].mean():.1f}, paired by seed"
+        eff = (A["Teacher"] - A["SSWA"]).mean(1)
+        out.append(judge(conf(ROAR_PAR, "SSWA"), eff, d, "Teacher", "SSWA", A["Teacher"].mean(1), A["SSWA"].mean(1)))
+    else:
+        out.append(ROAR_PAR.missing(present))
     if miss := ROAR_CLOSER.missing(present):
         return out + [miss]
     gap = {n: np.abs(A[n] - A["Teacher"]).mean(1) for n in ("SSWA", "Naive-KD")}
-    compared[ROAR_CLOSER.key] = {
-        "measure": "mean |Δ mAP| to the teacher",
-        "values": {n: g.tolist() for n, g in gap.items()},
-        "collapsed": {},
-    }
     detail = f"mean |Δ mAP| to the teacher: SSWA {gap['SSWA'].mean():.2f}, Naive-KD {gap['Naive-KD'].mean():.2f}, paired by seed"
-    return out + [judge(ROAR_CLOSER, gap["Naive-KD"] - gap["SSWA"], detail)]
+    out.append(judge(ROAR_CLOSER, gap["Naive-KD"] - gap["SSWA"], detail, "SSWA", "Naive-KD", gap["SSWA"], gap["Naive-KD"]))
+    compared[ROAR_CLOSER.key]["measure"] = "mean |Δ mAP| to the teacher"
+    return out
 
 
 def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None) -> Result:
@@ -784,7 +844,7 @@ def roar(S: Setup, models=ROAR_MODELS, fractions=None, epochs: int | None = None
     base = float(A["No removal"][:, 0].mean())
     near = f"the retrained classifier is near the label prior with nothing removed (mAP {base:.1f} vs random scores {chance:.1f})"
     compared = {}
-    claims = _roar_claims(S, M, A, F, near if base < chance + _ROAR_MARGIN else None, compared)
+    claims = _roar_claims(S, M, A, F, chance, near if base < chance + _ROAR_MARGIN else None, compared)
     losses = {m: S.loss_terms(METHODS[m]) for m in ("Naive-KD", "SSWA") if m in M}
     extra = dict(
         fractions=list(F),
