@@ -131,6 +131,7 @@ def _why_not(row: dict, results: dict) -> str:
         what = f"“{_CONTROL_HEAD.sub('', c['claim'])}”" + (f" ({c['detail']})" if c["detail"] else "")
         return readable(f"because its control {what} fails" if k == 1 else f"because {k} of its {len(row['controls'])} controls fail, e.g. {what}")
     why = [c["reasons"][0] for c in _claims(row["evidence"], results) if c["reasons"]]
+    if not why and row["other_verdict"]: return f"because none of its evidence is at the paper's configuration (at other configurations: {row['other_verdict']})"
     if not why: return "because no notebook of it ran here"
     return readable("because " + re.sub(r" under its floor: ", " is under its floor: ", why[0]))
 
