@@ -87,6 +87,7 @@ def test_distillation_table_legend_off_the_bars():
     cols = ("mAP", "F1", "AUC", "Point Acc")
     cell = lambda: {"mean": float(np.random.default_rng(0).uniform(5, 90)), "se": 1.0}
     res = SimpleNamespace(extra=dict(title="Rebuttal Table 1 — stand-in", table={n: {k: cell() for k in cols} for n in names},
+                                     config={"main": "x2", "lam": 10.0},   # the run's students: width and λ (the paper's: x4, 100)
                                      controls={"random map": {"AUC": 50.0, "Point Acc": 9.0}, "input intensity": {"AUC": 88.0, "Point Acc": 72.0}}))
     fig = DI.table1_figure(res)
     assert legends_clear_of_data(fig) and saved_px(fig)[0] <= MAX_PX

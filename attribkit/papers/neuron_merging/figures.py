@@ -80,7 +80,12 @@ def _bar_axes(M) -> tuple:
     S, subs = M.setup, list(M.setup.subjects)
     same = all(M.ratios[s][0] in _paper_ratios(S, s) for s in subs)
     fig, axes = plt.subplots(
-        1, 1 if same else 2, figsize=(1.4 * len(subs) + (4 if same else 7), 4.6), sharey=True, squeeze=False, layout="constrained"
+        1,
+        1 if same else 2,
+        figsize=(min(15.5, 1.4 * len(subs) + (4 if same else 7)), 4.6),
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
     )
     ax, x, w, nv = axes[0][0], np.arange(len(subs)), 0.8 / len(M.variants), len(M.variants)
     for i, v in enumerate(M.variants):
