@@ -204,7 +204,7 @@ def paper_scale_rows(registry: dict, paper_results: dict | None) -> dict:
 def tested_at(row: dict, results: dict) -> str:
     "Where a registry row's evidence ran: 'paper' (the paper's configuration), what differs for the pieces that did not, or both."
     confs = list(dict.fromkeys(c["configuration"] or "not stated" for c in _claims(row["evidence"], results)))
-    other = [c.removeprefix("other: ") for c in confs if c != "paper"]
+    other = list(dict.fromkeys(p for c in confs if c != "paper" for p in c.removeprefix("other: ").split("; ")))   # each difference once
     if not confs: return "—"
     return ("paper" if "paper" in confs else "") + (" · also " if "paper" in confs and other else "") + "; ".join(other)
 

@@ -33,7 +33,8 @@ def test_paper_claims_cover_the_registry():
     rows = json.loads((CPU / "paper_claims.json").read_text(encoding="utf-8"))
     assert [r["id"] for r in rows] == [pc.id for _, pcs in registry().values() for pc in pcs]
     assert all(r["verdict"] in VERDICTS and r["support"] for r in rows)
-    assert all(r["evidence"] for r in rows), [r["id"] for r in rows if not r["evidence"]]   # every paper claim is tested somewhere
+    untested = [r["id"] for r in rows if not r["evidence"] and not r["stand_ins"].startswith("not measured here: ")]
+    assert not untested, untested   # every paper claim is tested somewhere, or its row says what testing it needs
 
 def test_summary_is_short_and_opens_with_the_papers():
     "summary.md ≤ 48 KB (60 claims of the papers); its first section after the header is the papers' overview, then a section per paper; each paper has its page."
