@@ -82,7 +82,7 @@ def _bar_axes(M) -> tuple:
     fig, axes = plt.subplots(
         1,
         1 if same else 2,
-        figsize=(min(15.5, 1.4 * len(subs) + (4 if same else 7)), 4.6),
+        figsize=(min(13, 1.4 * len(subs) + (4 if same else 7)), 4.6),
         sharey=True,
         squeeze=False,
         layout="constrained",
