@@ -52,10 +52,10 @@ def figure_files(figures, name: str) -> list[Path]:
     return [Path(figures) / f"{name}.png"] + sorted(parts, key=lambda p: int(p.stem[len(name) + 1:]))
 
 def _counts_line(rows: list[dict]) -> str:
-    "The verdict counts of the registry rows `rows` that have evidence, and how many have none (not measured here)."
+    "The verdict counts of the registry rows `rows` that have evidence (holds always, the others where not 0), and how many have none (not measured here)."
     ev = [r for r in rows if r["evidence"]]
-    unmeasured = f" · not measured here {len(rows) - len(ev)}" if len(ev) < len(rows) else ""
-    return fmt_counts({v: sum(r["verdict"] == v for r in ev) for v in VERDICTS}) + unmeasured
+    k = {v: sum(r["verdict"] == v for r in ev) for v in VERDICTS} | {"not measured here": len(rows) - len(ev)}
+    return " · ".join(f"{v} {n}" for v, n in k.items() if n or v == "holds")
 
 def paper_claim_rows(registry: dict, results: dict) -> list[dict]:
     "The rows of `paper_claims.json`: each registry claim (`registry`: prefix → (title, [PaperClaim])) with its verdict from the notebook claims of `results` (name → results dict)."
@@ -135,17 +135,25 @@ def _why_not(row: dict, results: dict) -> str:
     if not why: return "because no notebook of it ran here"
     return readable("because " + re.sub(r" under its floor: ", " is under its floor: ", why[0]))
 
+def _why_short(row: dict, results: dict) -> str:
+    "Why a registry row is not evaluable, in a few words (the reasons that `paper_answer` groups by; the whole reason is in the row's verdict cell)."
+    if row["failed_controls"]: return "a control fails"
+    why = [c["reasons"][0] for c in _claims(row["evidence"], results) if c["reasons"]]
+    if not why: return "tested only off the paper's configuration" if row["other_verdict"] else "no notebook of it ran here"
+    return readable(why[0].split(": ", 1)[0])
+
 def paper_answer(rows: list[dict], results: dict) -> str:
-    "One line from the verdicts of a paper's registry rows: what reproduces, what does not, what cannot be said here and why, and what is not measured here (markdown)."
+    "One line from the verdicts of a paper's registry rows: what reproduces, what does not, what cannot be said here, grouped by why (the claims a few words each), and what is not measured here (markdown)."
     name = lambda r: md_escape(r["headline"] or r["claim"])
     by = {v: [r for r in rows if r["verdict"] == v and r["evidence"]] for v in VERDICTS}
     parts = [f"**Reproduces:** {'; '.join(map(name, by['holds'])) or 'none'}.", f"**Does not:** {'; '.join(map(name, by['fails'])) or 'none'}."]
-    cannot = []
-    if by["inconclusive"]:
-        cs = [c for r in by["inconclusive"] for c in _claims(r["evidence"], results) if c["verdict"] != "not evaluable"]
-        cannot.append(f"{'; '.join(map(name, by['inconclusive']))} (inconclusive at {_n(cs)})")
-    cannot += [f"{name(r)} {md_escape(_why_not(r, results))}" for r in by["not evaluable"]]
-    if cannot: parts.append(f"**Cannot say here:** {'; '.join(cannot)}.")
+    groups = {}
+    for v in ("underpowered", "inconclusive"):
+        if by[v]:
+            cs = [c for r in by[v] for c in _claims(r["evidence"], results) if c["verdict"] != "not evaluable"]
+            groups[f"{v} at {_n(cs)}" + (" (the paper's effect is below what they can detect)" if v == "underpowered" else "")] = by[v]
+    for r in by["not evaluable"]: groups.setdefault(f"not evaluable, {_why_short(r, results)}", []).append(r)
+    if groups: parts.append(f"**Cannot say here:** {' · '.join(f'{md_escape(g)}: ' + '; '.join(map(name, rs)) for g, rs in groups.items())}.")
     unmeasured = [name(r) for r in rows if not r["evidence"]]
     if unmeasured: parts.append(f"**Not measured here:** {'; '.join(unmeasured)} (what each needs: the paper's page).")
     return " ".join(parts)
@@ -228,7 +236,8 @@ def claims_table(rows: list[dict], results: dict, paper_rows: dict | None = None
             out.append(f"| {md_escape(r['headline'] or r['claim'])} | {md_escape(r['paper_effect'] or r['paper_value'])} | — | — "
                        f"| **not measured here**: {md_escape(r['stand_ins'].removeprefix('not measured here: '))} | {ps} | — |"); continue
         out.append(f"| {md_escape(r['headline'] or r['claim'])} | {md_escape(r['paper_effect'] or r['paper_value'])} | {md_escape(ours_cell(r, results))} "
-                   f"| {md_escape(tested_at(r, results))} | **{r['verdict']}**{' (fragile)' if r['fragile'] else ''}: {_tally(r, results)} "
+                   f"| {md_escape(tested_at(r, results))} | **{r['verdict']}**{' (fragile)' if r['fragile'] else ''}"
+                   f"{' ' + md_escape(_why_not(r, results)) if r['verdict'] == 'not evaluable' else ''}: {_tally(r, results)} "
                    f"| {ps} | {md_escape(cv) or '—'} |")
     return "\n".join(out)
 
@@ -336,13 +345,13 @@ def summary_markdown(records: list[dict], params: dict, registry: dict | None = 
     if zoo and zoo.get("students"): lines += ["", students_table(zoo["students"])]
     if paper_results:
         lines += ["", "## Paper scale (the papers' data, authors' checkpoints)", "",
-                  "| results | paper claims (verdict) | notebook claims (holds · fails · inconclusive · not evaluable) |", "|---|---|---|"]
+                  "| results | paper claims (verdict) | notebook claims (verdict counts) |", "|---|---|---|"]
         for name, d in paper_results.items():
             pcs = {c.get("paper_claim") for c in d["claims"]}
             mine = [r for r in paper_claim_rows(registry, {d["name"]: d}) if r["id"] in pcs]
             verdicts = "; ".join(f"{md_escape(r['headline'] or r['id'])}: **{r['verdict']}** ({_tally(r, {d['name']: d})})" for r in mine) or "— (written before claim keys)"
             lines.append(f"| {md_escape(name)} · {md_escape(str(d['extra'].get('model', '')))} | {verdicts} | {fmt_counts(count_verdicts(d['claims']))} |")
-    lines += ["", "## Notebooks", "", "| notebook | status | notebook claims (holds · fails · inconclusive · not evaluable) | wall time (s) |", "|---|---|---|---:|"]
+    lines += ["", "## Notebooks", "", "| notebook | status | notebook claims (verdict counts) | wall time (s) |", "|---|---|---|---:|"]
     for r in records:
         d = rs[r["name"]]
         err = f" in cell {r['cell']}: `{_code(r['error'])}`" if r["status"] == "failed" and r.get("cell") is not None else (
@@ -595,20 +604,24 @@ def readme_glance(folder, link: str) -> str:
     results, zoo, run = read_record(folder)
     reg = registry()
     rows = paper_claim_rows(reg, results)
-    out = ["| paper | what was tested, on which stand-ins | holds · fails · inconclusive · not evaluable | page |", "|---|---|---|---|"]
+    out = ["| paper | what was tested, on which stand-ins | the paper's claims: verdicts | page |", "|---|---|---|---|"]
     for prefix, (title, pcs) in reg.items():
-        mine = [r for r in rows if r["id"] in {pc.id for pc in pcs}]
-        sis = stand_ins(mine, results, zoo)
+        ids = {pc.id for pc in pcs}
+        mine, checks = [r for r in rows if r["id"] in ids and not r["design_check"]], [r for r in rows if r["id"] in ids and r["design_check"]]
+        sis = stand_ins(mine + checks, results, zoo)
         names = [s["name"] + (f" for {s['for']}" if s["for"] and s["for"] != s["name"] else "") for s in sis]
         shown = "; ".join(names[:3]) + (f"; {len(names) - 3} more" if len(names) > 3 else "")
         data = ", ".join(dict.fromkeys(s["data"] for s in sis if s["data"]))
-        k = {v: sum(r["verdict"] == v for r in mine) for v in VERDICTS}
-        out.append(f"| {md_escape(title)} | {len(mine)} claims, on {md_escape(data)}: {md_escape(shown)} | "
-                   f"{' · '.join(str(k[v]) for v in VERDICTS)} | [{PAPERS[prefix]}.md]({link}/{PAPERS[prefix]}.md) |")
+        tested = " and ".join(p for p in (mine and f"{len(mine)} claims", checks and f"{len(checks)} design check{'s' * (len(checks) != 1)}") if p)
+        verdicts = (_counts_line(mine) if mine else "none to test: the paper states no experiment-backed finding") + (
+            f" (design checks: {_counts_line(checks)})" if checks else "")
+        out.append(f"| {md_escape(title)} | {tested}, on {md_escape(data)}: {md_escape(shown)} | "
+                   f"{verdicts} | [{PAPERS[prefix]}.md]({link}/{PAPERS[prefix]}.md) |")
     ds = list(results.values())
     scales = sorted({d["scale"] for d in ds})
     took = (f" Making it took {run['wall_time'] / 60:.0f} min on {run['machine']}"
-            + (f" ({run['zoo_models']['trained']} models trained, {run['zoo_models']['cached']} read from the cache)." if run.get("zoo_models") else ".")
+            + (f" ({run['zoo_time'] / 60:.0f} min of it the model zoo and the students; zoo models: {run['zoo_models']['trained']} trained, "
+               f"{run['zoo_models']['cached']} read from the cache)." if run.get("zoo_models") and run.get("zoo_time") is not None else ".")
             if run.get("wall_time") is not None and run.get("reused") == 0 and not run.get("only") else "")
     out += ["", f"Scale `{', '.join(scales)}`, random {_seeds(ds)}, {_snapshot(ds)}. Claim by claim, with our numbers beside the "
                 f"paper's: [the record]({link}/summary.md).{took}"]
@@ -657,7 +670,7 @@ def write_pages(out, records: list[dict], params: dict, figures, run: dict, pape
 # %% ../nbs/20b_report.ipynb #f9d39e7a
 def terminal_table(records: list[dict]) -> str:
     "The final plain-text table printed by the command."
-    rows = [("notebook", "status", "holds/fails/inconcl./n.e.", "wall s", "note")]
+    rows = [("notebook", "status", "holds/fails/underp./inconcl./n.e.", "wall s", "note")]
     for r in records:
         k = verdict_counts(record_results(r))
         note = "" if r["status"] != "failed" else (f"cell {r['cell']}: " if r.get("cell") is not None else "") + str(r["error"])

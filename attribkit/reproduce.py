@@ -9,7 +9,7 @@ import os, shutil, sys, time
 from pathlib import Path
 from typing import Sequence
 from .core import atomic_write
-from .results import SCALES, code_fingerprint, load_results
+from .results import SCALES, code_fingerprint, git_commit, load_results
 from .report import (compare_records, fmt_counts, machine, read_record, record_results, terminal_table, update_readme,
                               verdict_counts, write_pages)
 
@@ -203,9 +203,9 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
         for nb, key in todo: state[nb.stem] = {"key": key, "status": "running", "record": None, "started": _now()}
         atomic_write(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     if dist_hooks is not None: return dist_hooks(notebooks, todo, params, out, root)
-    zoo_time = None
+    zoo_time = zoo_models = None
     if scale == "cpu" and not only and _paper_notebooks(todo):   # the whole record: the zoo first (--only: each notebook reads or trains its own)
-        tz = time.perf_counter(); train_zoo_record(out, params, jobs, progress); zoo_time = round(time.perf_counter() - tz, 1)
+        tz = time.perf_counter(); zoo_models = train_zoo_record(out, params, jobs, progress)[1]; zoo_time = round(time.perf_counter() - tz, 1)
     bar = None
     def finish(rec: dict, key: str):
         records[rec["name"]] = rec
@@ -240,7 +240,8 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     figs = Path(os.environ.get("ATTRIBKIT_FIGURES", out / "figures"))
     run = {"machine": machine(), "scale": scale, "device": device, "seed": int(seed), "dry_run": bool(params.get("dry_run")),
            "only": sorted(only) if only else None, "figures": os.path.relpath(figs, out), "started": started,
-           "wall_time": round(time.perf_counter() - t0, 1), "zoo_time": zoo_time, "ran": len(todo), "reused": len(notebooks) - len(todo)}
+           "wall_time": round(time.perf_counter() - t0, 1), "zoo_time": zoo_time, "zoo_models": zoo_models, "ran": len(todo),
+           "reused": len(notebooks) - len(todo), "commit": git_commit()}
     write_reports(nbs_dir, out, params, records, run)
     return ordered
 
@@ -262,8 +263,8 @@ def _zoo_seconds(out: Path) -> dict:
     try: return {r["model"]: r["train_seconds"] for r in json.loads((out / "zoo.json").read_text())["stand_ins"]}
     except (OSError, ValueError, KeyError, TypeError): return {}
 
-def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> list[dict]:
-    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, then each paper's pre-pass (`attribkit.papers.pre_passes`: the distillation students) in the same workers, queued behind the zoo models it needs, on the run's device (`params['device']`; auto: CUDA where there is one); write `<out>/zoo.json`."
+def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = True) -> tuple[dict, dict]:
+    "Before the notebooks of a cpu-tier run: train (or read) the model zoo, `jobs` stand-ins at a time, the longest first by the last record's `<out>/zoo.json`, printing a line per epoch, then each paper's pre-pass (`attribkit.papers.pre_passes`: the distillation students) in the same workers, queued behind the zoo models it needs, on the run's device (`params['device']`; auto: CUDA where there is one); write `<out>/zoo.json`; return its record and how many zoo models were trained and read from the cache."
     from attribkit.papers import pre_passes, zoo
     from attribkit.core import resolve_device
     t, root, dev = time.perf_counter(), params["data_root"], str(resolve_device(params.get("device", "cpu")))
@@ -275,13 +276,14 @@ def train_zoo_record(out: Path, params: dict, jobs: int = 1, progress: bool = Tr
             for k in p.needs:
                 if k in runs: runs[k].result()
             later.append((p, p.submit(pool, root)))
-        rows = zoo.zoo_rows([f.result() for f in runs.values()])
+        done = [f.result() for f in runs.values()]
+        rows = zoo.zoo_rows(done)
         record = {"stand_ins": rows, "localisation_set": zoo.localisation_controls(data_root=root, device=dev)}
         if progress: print(f"zoo: ready in {time.perf_counter() - t:.0f} s; the pre-passes go on ({', '.join(p.key for p, _ in later)})", flush=True)
         for p, futs in later: record[p.key] = p.rows([f.result() for f in futs])
     atomic_write(out / "zoo.json", json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     if progress: print(f"zoo and pre-passes: ready in {time.perf_counter() - t:.0f} s", flush=True)
-    return record
+    return record, {"trained": sum(not r["cached"] for r in done), "cached": sum(bool(r["cached"]) for r in done)}
 
 def write_reports(nbs_dir, out: Path, params: dict, fresh: dict, run: dict | None = None) -> None:
     "The record's pages (`report.write_pages`) over every notebook with results in `out`: this run's records, then earlier results files; `run`: what this run recorded about itself, written to `run.json` (the machine, the parameters, the runner's wall times)."

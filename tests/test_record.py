@@ -4,7 +4,7 @@ from pathlib import Path
 import mistune
 from attribkit.claims import VERDICTS
 from attribkit.papers import PAPERS, registry
-from attribkit.report import RECORD_FILES, readme_with_glance
+from attribkit.report import README_MARKS, RECORD_FILES, readme_with_glance
 from attribkit.results import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,3 +83,19 @@ def test_readme_shows_the_records_results():
     "README's results at a glance are what attribkit.report.update_readme writes from the committed record (rerun `attribkit-reproduce --report reproduction/cpu` after changing the record or the report)."
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme_with_glance(readme, CPU, "reproduction/cpu") == readme
+
+
+def test_readme_glance_counts_each_papers_claims_once():
+    "Each paper's row of the results at a glance: its verdict counts add up to the claims it names, design checks apart, every count named by its verdict."
+    a, b = README_MARKS
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [r for r in readme[readme.index(a):readme.index(b)].splitlines() if r.startswith("| 00")]
+    assert len(rows) == 5
+    for r in rows:
+        tested, verdicts = r.split(" | ")[1:3]
+        claims, checks = re.match(r"(?:(\d+) claims)?(?: and )?(?:(\d+) design checks?)?", tested).groups()
+        counts = re.findall(r"(holds|fails|underpowered|inconclusive|not evaluable|not measured here) (\d+)", verdicts.split(" (design checks")[0])
+        assert sum(int(n) for _, n in counts) == int(claims or 0), r
+        assert len(dict(counts)) == len(counts), r
+        if checks:
+            assert sum(int(n) for n in re.findall(r"(?:holds|fails|underpowered|inconclusive|not evaluable) (\d+)", verdicts.split(" (design checks")[1])) == int(checks), r

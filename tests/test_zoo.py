@@ -57,7 +57,8 @@ def test_record_writes_zoo_json_and_summary_shows_it(tmp_path, monkeypatch):
     monkeypatch.setattr(zoo, "localisation_controls", lambda data_root=None, device="cpu": CONTROLS)
     students = lambda pool, data_root=None: [pool.submit(dict, r) for r in STUDENTS]
     monkeypatch.setattr(distillation, "PRE_PASS", dataclasses.replace(distillation.PRE_PASS, submit=students))
-    rec = reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
+    rec, counts = reproduce.train_zoo_record(tmp_path, dict(data_root=None), progress=False)
+    assert counts == {"trained": 0, "cached": 2}                # what run.json records of the zoo
     on_disk = json.loads((tmp_path / "zoo.json").read_text())
     assert on_disk == rec and on_disk["stand_ins"][0]["value"] == 0.895 and on_disk["localisation_set"] == CONTROLS
     assert seen == [{}]                                        # no earlier record here: no training times to order by
