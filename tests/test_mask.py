@@ -167,7 +167,7 @@ def tiny_setup(tmp_path, names=("NIB VGG16",), acc=0.9, num_classes=4, **knobs):
     from torch.utils.data import TensorDataset
     from attribkit import data as D
     from attribkit.papers import attribution_masks as P
-    run = P.start("mask_test", P.BUDGETS, "cpu", device="cpu", out_dir=str(tmp_path), **knobs)
+    run = P.start("mask_test", P.BUDGETS, "cpu", device="cpu", out_dir=str(tmp_path), **{"seeds": 3, **knobs})   # 3 tiny models
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(16, 3, 8, 8, generator=g), torch.arange(16) % 4
     data = D.DataSplits(TensorDataset(x, y), TensorDataset(x, y), num_classes, (0.0,) * 3, (1.0,) * 3, "tiny")
@@ -369,7 +369,7 @@ def test_reader_edit_drops_dl_and_ig_from_the_mia_methods(tmp_path, monkeypatch)
 
 
 def fake_zoo(monkeypatch, values=(0.9, 0.85, 0.9)):
-    "The zoo faked: 40 random 1×32×32 images as its data, an untrained zoo-config NIB VGG with test accuracy `values[seed]` as each stand-in; training fails."
+    "The zoo faked: 40 random 1×32×32 images as its data, an untrained zoo-config NIB VGG with test accuracy `values[seed % len(values)]` as each stand-in; training fails."
     from torch.utils.data import TensorDataset
     from attribkit import data as D, models as M
     from attribkit.papers import zoo
@@ -380,7 +380,7 @@ def fake_zoo(monkeypatch, values=(0.9, 0.85, 0.9)):
     def get(name, seed, data_root=None, device="auto"):
         calls.append((name, seed))
         torch.manual_seed(seed)
-        return zoo.Trained(name, seed, zoo.ZOO[name].build().eval(), values[seed], zoo.ZOO[name].floor, 1.0, True)
+        return zoo.Trained(name, seed, zoo.ZOO[name].build().eval(), values[seed % len(values)], zoo.ZOO[name].floor, 1.0, True)
 
     monkeypatch.setattr(zoo, "get", get)
     monkeypatch.setattr(zoo, "splits", lambda key, root=None: fake)
@@ -398,17 +398,17 @@ def test_cpu_setup_takes_the_zoo_stand_ins_and_their_floors(monkeypatch):
     s = am.setup(run)
     assert calls == [("NIB VGG16/16", k) for k in run.seeds] and s.accuracy["cifar10", "NIB VGG16", 1] == 0.85
     assert s.stand_in() == "NIB VGG16/16 on Fashion-MNIST 32×32 (stand-in for NIB VGG16 on CIFAR-10)"
-    assert "| 90.0%, 85.0%, 90.0% | 88% |" in s.describe()
+    assert "| 90.0%, 85.0%, 90.0%, 90.0%, 85.0%, 90.0%, 90.0%, 85.0%, 90.0%, 90.0% | 88% |" in s.describe()   # 10 seeds, the fake cycles 3 accuracies
     why = am._chance(s, ["NIB VGG16"])
     assert why == zoo.floor_reason(list(s.trained.values()), "NIB VGG16") and why.startswith("NIB VGG16 under its floor: top-1 test accuracy 0.85")
-    assert why.endswith("in 1 of 3 seeds")
+    assert why.endswith("in 3 of 10 seeds")
     res = am.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi"}, iterations=2, n_images=4)
     assert res.claim("mia/b2-gxsi-over-gxi/cifar10")["verdict"] == "not evaluable"
     assert "under its floor" in res.claim("mia/b2-gxsi-over-gxi/cifar10")["reasons"][0]
     assert res.extra["zoo"] == {s.stand_in(): dict(zoo="NIB VGG16/16", stands_for="NIB VGG16", data="Fashion-MNIST 32×32",
-                                                   seeds=[0, 1, 2], values=[0.9, 0.85, 0.9], floor=0.88,
+                                                   seeds=list(range(10)), values=[0.9, 0.85, 0.9] * 3 + [0.9], floor=0.88,
                                                    metric="top-1 test accuracy, full test split")}
-    assert res.stand_ins == {s.stand_in(): pytest.approx(0.8833, abs=1e-4)}
+    assert res.stand_ins == {s.stand_in(): pytest.approx(0.885, abs=1e-4)}
     s.trained = {k: zoo.Trained(t.name, t.seed, t.model, 0.9, 0.88, 1.0, True) for k, t in s.trained.items()}
     assert am._chance(s, ["NIB VGG16"]) is None
 
@@ -417,12 +417,16 @@ def test_cpu_setup_takes_only_zoo_models_with_the_zoo_seeds(monkeypatch):
     from attribkit.papers import attribution_masks as am
     from attribkit.papers.experiment import start
     calls = fake_zoo(monkeypatch)
-    with pytest.raises(ValueError, match="`seeds` at cpu must be the zoo's count for NIB VGG16/16 \\(3\\), got 5"):
-        am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu", seeds=5))
+    with pytest.raises(ValueError, match="`seeds` at cpu can be at most the zoo's count for NIB VGG16/16 \\+ BNB \\(3\\), got 5"):
+        am.setup(start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu", seeds=5), am.BIAS_VARIANTS)
     with pytest.raises(ValueError, match="stand-ins of the model zoo"):
         am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu"), {"NIB VGG11": dict(cfg="vgg11")})
     assert calls == []
-    s = am.setup(start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu"), am.BIAS_VARIANTS)
+    run = start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu")
+    s = am.setup(run, am.BIAS_VARIANTS)
+    assert len(run.seeds) == 10 and s.seeds == [0, 1, 2]             # each setup: the seeds all its models have (the bias variants: 3)
+    assert am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu")).seeds == list(range(10))   # the NIB VGG16 alone: 10
+    assert am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu", seeds=4)).seeds == [0, 1, 2, 3]   # fewer when asked
     assert {n for n, _ in calls} == {"NIB VGG16/16", "NIB VGG16/16 + LB", "NIB VGG16/16 + BNB", "NIB VGG16/16 + BNB + LB"}
     assert s.stand_in("NIB VGG16 + BNB") == "NIB VGG16/16 + BNB on Fashion-MNIST 32×32 (stand-in for NIB VGG16 + BNB on CIFAR-10)"
 

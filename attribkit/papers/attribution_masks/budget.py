@@ -4,6 +4,7 @@
 
 # %% ../../../nbs/papers/03b_attribution_masks_budget.ipynb #0b2e5c03
 from __future__ import annotations
+import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -161,7 +162,9 @@ BUDGETS = {
         ig_steps=8,
     ),
     "cpu": dict(
-        seeds=max(zoo.ZOO[z].seeds for z in ZOO_NAMES.values()),  # the zoo's seeds of its NIB VGGs (setup checks each one's)
+        seeds=max(
+            zoo.ZOO[z].seeds for z in ZOO_NAMES.values()
+        ),  # the most the zoo has of a NIB VGG: each setup takes the seeds all its models have
         stand_ins="zoo",  # the zoo's NIB VGGs, trained on all 60,000 training images (attribkit.papers.zoo)
         datasets=["cifar10"],
         students=_LOW_STUDENTS,
@@ -373,7 +376,7 @@ def setup(run: Run, models: dict | None = None, datasets=None) -> Setup:
     models = dict(NIB16 if models is None else models)
     dsets, from_zoo = _datasets(run, datasets), run.budget["stand_ins"] == "zoo"
     if from_zoo:
-        _check_zoo(run, models)
+        run = _zoo_run(run, models)
     b, splits, nets, acc, trained = run.budget, {}, {}, {}, {}
     for ds in dsets:
         full, key, base = _data(run, ds)
@@ -389,21 +392,22 @@ def setup(run: Run, models: dict | None = None, datasets=None) -> Setup:
     return Setup(run, splits, nets, models, acc, trained)
 
 
-def _check_zoo(run: Run, models: dict):
-    "With the zoo's stand-ins every model must be one of them, with as many seeds as the run (the zoo's count)."
+def _zoo_run(run: Run, models: dict) -> Run:
+    "With the zoo's stand-ins every model must be one of them; the run (a copy: the caller's is never changed) takes the seeds all of `models` have in the zoo (the budget's default), or fewer where the reader asked for fewer."
     gone = [n for n in models if n not in ZOO_NAMES]
     if gone:
         raise ValueError(
             f"`models` at cpu must be stand-ins of the model zoo, among {list(ZOO_NAMES)}; got {gone}: "
             "name the models of NIB16, DEPTH_CFGS or BIAS_VARIANTS"
         )
-    for n in models:
-        k = zoo.ZOO[ZOO_NAMES[n]].seeds
-        if len(run.seeds) != k:
-            raise ValueError(
-                f"`seeds` at cpu must be the zoo's count for {ZOO_NAMES[n]} ({k}), got {len(run.seeds)}: "
-                "leave the `seeds` knob unset at cpu"
-            )
+    k, least = min((zoo.ZOO[ZOO_NAMES[n]].seeds, ZOO_NAMES[n]) for n in models)
+    asked = run.budget["seeds"]
+    if asked > k and asked != BUDGETS["cpu"]["seeds"]:
+        raise ValueError(
+            f"`seeds` at cpu can be at most the zoo's count for {least} ({k}), got {asked}: "
+            "leave the `seeds` knob unset at cpu (each experiment takes the seeds all its models have)"
+        )
+    return dataclasses.replace(run, budget=run.budget | {"seeds": min(asked, k)})
 
 # %% ../../../nbs/papers/03b_attribution_masks_budget.ipynb #dc0b1aca
 STUDENT_ARMS = {
