@@ -14,7 +14,8 @@ from .core import (as_loader, as_local, atomic_save, check_inputs, check_model, 
 from .distributed import sharded_map
 
 # %% auto #0
-__all__ = ['rescale_to_norm', 'attribution_mask', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias', 'brew_matrix']
+__all__ = ['rescale_to_norm', 'attribution_mask', 'wrong_labels', 'masked_input_accuracy', 'mask_dataset', 'implicit_bias',
+           'brew_matrix']
 
 # %% ../nbs/10_mask.ipynb #6e850138
 def rescale_to_norm(z: Tensor, ref: Tensor) -> Tensor:
@@ -53,6 +54,12 @@ class _OutputTap:
             self.output = output.detach()
     def expect(self, z: Tensor): self.expected, self.output = z, None
 
+def wrong_labels(labels: Tensor, num_classes: int, seed: int = 0) -> Tensor:
+    "Per label a seeded uniformly random class other than it: (y + U{1..C−1}) mod C, on the labels' device."
+    if num_classes < 2: raise ValueError(f"`num_classes` must be at least 2 for a wrong label, got {num_classes}")
+    shift = torch.randint(1, num_classes, labels.shape, generator=torch.Generator().manual_seed(seed))
+    return (labels + shift.to(labels.device)) % num_classes
+
 @torch.no_grad()
 def _hits(model, z, tap, labels) -> Tensor:
     out = tap.output if tap.output is not None else model(z)
@@ -62,8 +69,8 @@ def _hits(model, z, tap, labels) -> Tensor:
 def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 10,
                           target: str = "label", batch_size: int = 128, rescale: bool = False,
                           progress: bool = True, seed: int = 0, per_sample: bool = False) -> Tensor:
-    "MIA Q_0..Q_I (eq. 12) over `data` (its batches go to the model's device); label-targeted masks by default, as the paper; `per_sample` gives the (I+1, N) hits."
-    if target not in ("label", "pred"): raise ValueError(f"`target` must be 'label' or 'pred', got {target!r}")
+    "MIA Q_0..Q_I (eq. 12) over `data` (its batches go to the model's device); masks for the label by default, as the paper, for the clean prediction (`target='pred'`) or for a seeded random wrong label (`target='wrong'`, `wrong_labels`); hits always count the true label; `per_sample` gives the (I+1, N) hits."
+    if target not in ("label", "pred", "wrong"): raise ValueError(f"`target` must be 'label', 'pred' or 'wrong', got {target!r}")
     iterations = check_positive_int(iterations, "iterations")
     local = _local(method, seed)
     with model_scope(model) as m:
@@ -76,7 +83,9 @@ def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi
             for i in range(iterations):
                 zin = rescale_to_norm(z, x) if rescale else z
                 tap.expect(zin)
-                if t is None: t = m(zin).argmax(1)  # "pred": the prediction on the clean input (captured too)
+                if t is None:   # the prediction on the clean input (captured too), or a random class other than y
+                    out = m(zin)
+                    t = out.argmax(1) if target == "pred" else wrong_labels(y, out.shape[1], seed * 100_003 + b)
                 a = local(m, zin, t)
                 correct[i] = _hits(m, zin, tap, y)
                 m_star = m_star * minmax(a.detach(), min(a.ndim - 1, 2))   # per sample and channel; flat inputs: per sample

@@ -75,7 +75,8 @@ def test_mia_figure_shares_x_and_keeps_legends_off_the_curves():
     for dsets in (["cifar10"], ["cifar10", "cifar100"]):
         extra = {"iterations": I, "models": {d: "NIB VGG16 at widths ÷16 on Fashion-MNIST 32×32" for d in dsets},
                  "method_names": {m: AM.LABELS[m] for m in methods},
-                 "curves": {d: curves for d in dsets}, "curves_pred": {d: {"G×SI": curves["G×SI"]} for d in dsets}}
+                 "curves": {d: curves for d in dsets}, "curves_pred": {d: {"G×SI": curves["G×SI"]} for d in dsets},
+                 "curves_wrong": {d: {"G×I": curves["G×I"], "G×SI": curves["G×SI"]} for d in dsets}}
         fig = AM.mia_figure(SimpleNamespace(extra=extra, run=SimpleNamespace(scale="cpu", seeds=[0, 1, 2])))
         assert len({a.get_xlim() for a in fig.axes}) == 1 and fig.axes[0].get_xlim()[1] >= 19   # the paper's 20 iterations
         assert legends_clear_of_data(fig) and max(saved_px(fig)) <= MAX_PX

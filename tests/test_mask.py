@@ -206,7 +206,7 @@ def test_mia_step_adapts_to_the_methods_given(tmp_path, capsys):
     res = P.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi", "GBP": "gbp", "random (control)": "random"}, iterations=3,
                        pred_methods={"G×SI": "gxsi"}, n_images=8)
     assert "identity check skipped: it needs G×I and DL or IG" in capsys.readouterr().out
-    assert len(res.claims) == 21 and all(c["key"].endswith("/cifar10") for c in res.claims)
+    assert len(res.claims) == 24 and all(c["key"].endswith("/cifar10") for c in res.claims)
     assert res.claim("mia/c-falls/gbp/cifar10")["n"] == 3
     assert res.claim("mia/c-falls/pgxi/cifar10")["reasons"] == ["not run: pgxi(abs) removed from the methods"]
     assert "G×SI Q3" in res.measured and "G×SI (prediction-targeted) Q3" in res.measured and "DL Q3" not in res.measured
@@ -364,7 +364,7 @@ def test_reader_edit_drops_dl_and_ig_from_the_mia_methods(tmp_path, monkeypatch)
                         kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     d = json.loads((tmp_path / "mask_table2_mia.json").read_text())
     assert not any(k.startswith(("DL ", "IG ")) for k in d["measured"]) and "G×I Q10" in d["measured"]
-    assert len(d["claims"]) == 21 and set(d["extra"]["curves"]["cifar10"]) == {
+    assert len(d["claims"]) == 24 and set(d["extra"]["curves"]["cifar10"]) == {
         "PG×I (|∇|⊙z, code)", "PG×I ([∇]⁺⊙z, text)", "GBP", "G×I", "G×SI", "G (control)", "random (control)"}
 
 

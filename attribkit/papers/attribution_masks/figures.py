@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from ... import claims as C
 from ... import data as D
 from ..experiment import Result
-from .registry import NIB, PRED
+from .registry import NIB, PRED, WRONG
 from .budget import DATASET_NAMES, LABELS, PAPER_MIA, STUDENT_ROWS, TABLE4, TABLE5, TABLE8
 
 # %% auto #0
@@ -83,7 +83,7 @@ def _colour(name: str, j: int) -> str:
 
 
 def mia_figure(res: Result) -> Figure:
-    "Per data set: measured Q_i of every method (controls included) beside the paper's curves, on shared x and y axes, one colour per method (by registry name) in both panels; one legend below the panels."
+    "Per data set: measured Q_i of every method (controls included; prediction-targeted dashed, wrong-label dotted) beside the paper's curves, on shared x and y axes, one colour per method (by registry name) in both panels; one legend below the panels."
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
     from attribkit.viz import plot_curves
@@ -96,11 +96,14 @@ def mia_figure(res: Result) -> Figure:
     for ax, ds in zip(axes, x["curves"]):
         curves = {m: [100 * v for v in q] for m, q in x["curves"][ds].items()}
         names = {m: name(m) for m in curves}
-        for m, q in x["curves_pred"][ds].items():  # the label-free arm: masks targeted at the model's own prediction
-            curves[m + PRED] = [100 * v for v in q]
-            names[m + PRED] = name(m) + PRED
+        for arm, suffix in (("curves_pred", PRED), ("curves_wrong", WRONG)):  # masks for the prediction / a wrong label
+            for m, q in x[arm][ds].items():
+                curves[m + suffix] = [100 * v for v in q]
+                names[m + suffix] = name(m) + suffix
+        drawn = (("dashed: prediction-targeted (label-free)", "curves_pred"), ("dotted: a random wrong label", "curves_wrong"))
+        styles = "; ".join(t for t, arm in drawn if x[arm][ds])  # the paper's masks use the label: solid
         title = f"ours: {x['models'][ds]}\n({res.run.scale}, mean of {len(res.run.seeds)} seed(s))" + (
-            "; dashed: prediction-targeted (label-free), the paper's masks use the label" if x["curves_pred"][ds] else ""
+            f"\n{styles}" if styles else ""
         )
         plot_curves(list(range(I + 1)), curves, ax=ax[0], xlabel="iteration i", ylabel="MIA Q_i (%) ↑", title=title)
         q0, rows, tab = PAPER_MIA[ds]
@@ -111,9 +114,9 @@ def mia_figure(res: Result) -> Figure:
         for a in ax:
             for j, l in enumerate(a.get_lines()):
                 n = names[l.get_label()]
-                l.set_color(COLOURS.get(n) or _colour(n.removesuffix(PRED), j))
-                if n.endswith(PRED):
-                    l.set_linestyle("--")
+                l.set_color(COLOURS.get(n) or _colour(n.removesuffix(PRED).removesuffix(WRONG), j))
+                if n.endswith((PRED, WRONG)):
+                    l.set_linestyle("--" if n.endswith(PRED) else ":")
             a.get_legend().remove()
             a.title.set_fontsize(9)
             a.xaxis.set_major_locator(MaxNLocator(integer=True))

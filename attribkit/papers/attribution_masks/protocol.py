@@ -21,6 +21,7 @@ from attribkit.papers.attribution_masks.registry import (
     NIB,
     PRED,
     RESCALED,
+    WRONG,
     RULES,
     bias_claims,
     depth_claims,
@@ -46,8 +47,9 @@ from attribkit.papers.attribution_masks.budget import (
 )
 
 # %% auto #0
-__all__ = ['input_intensity', 'object_pixels', 'object_coverage', 'gallery_masks', 'mass_on_object', 'mass_excess', 'mia_curves',
-           'depth_curves', 'hits', 'input_norm_kept', 'train_students', 'bias_curves']
+__all__ = ['FIRST_MASK', 'input_intensity', 'object_pixels', 'object_coverage', 'gallery_masks', 'mass_on_object', 'mass_excess',
+           'mia_curves', 'first_mask_effects', 'depth_curves', 'hits', 'input_norm_kept', 'train_students',
+           'bias_curves']
 
 # %% ../../../nbs/papers/03c_attribution_masks_protocol.ipynb #ed286c71
 def _method(m):
@@ -237,12 +239,18 @@ _OBJECT_METHODS = ("gxsi", "saliency", "gxi", "gbp", "pgxi(abs)", "random")  # t
 
 # %% ../../../nbs/papers/03c_attribution_masks_protocol.ipynb #42017b7f
 def mia_curves(
-    s: Setup, methods: dict, iterations: int = 10, pred_methods: dict | None = None, n_images: int | None = None
+    s: Setup,
+    methods: dict,
+    iterations: int = 10,
+    pred_methods: dict | None = None,
+    n_images: int | None = None,
+    wrong_methods: dict | None = None,
 ) -> Result:
-    "Tables 2/6/7: label-targeted MIA Q_0..Q_I of every method on the first `n_images` test images per seed and data set, prediction-targeted MIA of `pred_methods`, the object-mass experiment, the claims and their diagnoses."
-    pred_methods = dict(pred_methods or {})
-    names, pnames = method_names(methods), method_names(pred_methods, PRED)
+    "Tables 2/6/7: label-targeted MIA Q_0..Q_I of every method on the first `n_images` test images per seed and data set, prediction-targeted MIA of `pred_methods`, MIA with masks for a seeded random wrong label of `wrong_methods`, the object-mass experiment, what G×SI's first mask does per seed, the claims and their diagnoses."
+    pred_methods, wrong_methods = dict(pred_methods or {}), dict(wrong_methods or {})
+    names, pnames, wnames = method_names(methods), method_names(pred_methods, PRED), method_names(wrong_methods, WRONG)
     raw = dict(labels=labels_of(names), pred_labels=labels_of(method_names(pred_methods)), about={})
+    raw["wrong_labels"] = labels_of(method_names(wrong_methods))
     out = dict(tables=[], measured={}, paper={}, claims=[], stand_ins={})
     extra = {
         "data": [s.splits[d].name for d in s.datasets] if len(s.datasets) > 1 else s.splits[s.datasets[0]].name,
@@ -255,12 +263,15 @@ def mia_curves(
         "method_names": names,
         "curves": {},
         "curves_pred": {},
+        "curves_wrong": {},
+        "first_mask": {},
         "object_mass_share": {},
         "object_pixel_share": {},
         "effects": {},
     }
     for ds in s.datasets:
-        _mia_on(s, ds, methods, pred_methods, iterations, n_images, set(names.values()) | set(pnames.values()), raw, out, extra)
+        present = set(names.values()) | set(pnames.values()) | set(wnames.values())
+        _mia_on(s, ds, (methods, pred_methods, wrong_methods), iterations, n_images, present, raw, out, extra)
     if s.trained:  # the zoo's record of the stand-in (test accuracy per seed on the full test split, floor)
         extra["zoo"] = {k: v for ds in s.datasets for k, v in s.zoo_record([NIB], ds).items()}
     res = Result(s.run, **out, extra=extra, raw=raw)
@@ -268,13 +279,14 @@ def mia_curves(
     return res
 
 
-def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_images, present: set, raw, out, extra):
-    "Measure MIA on data set `ds`: its table, measured and paper cells, claims and curves into `out` and `extra`."
-    seeds, test = s.seeds, D.first(s.splits[ds].test, n_images)
+def _mia_on(s: Setup, ds: str, arms: tuple, I: int, n_images, present: set, raw, out, extra):
+    "Measure MIA on data set `ds` for the `arms` (label-, prediction- and wrong-label-targeted methods): its tables, measured and paper cells, claims and curves into `out` and `extra`."
+    (methods, pred_methods, wrong_methods), seeds, test = arms, s.seeds, D.first(s.splits[ds].test, n_images)
     H = {k: _hits(s.models[ds, NIB, k], test, methods, I, seed=k) for k in seeds}
     P = {k: _hits(s.models[ds, NIB, k], test, pred_methods, I, seed=k, target="pred") for k in seeds}
+    W = {k: _hits(s.models[ds, NIB, k], test, wrong_methods, I, seed=k, target="wrong") for k in seeds}
     curve = lambda src, m: np.array([[float(src[k][m][i].double().mean()) for i in range(I + 1)] for k in seeds])
-    Q, QP = {m: curve(H, m) for m in methods}, {m: curve(P, m) for m in pred_methods}
+    Q, QP, QW = {m: curve(H, m) for m in methods}, {m: curve(P, m) for m in pred_methods}, {m: curve(W, m) for m in wrong_methods}
     objm = {raw["labels"][n]: methods[raw["labels"][n]] for n in _OBJECT_METHODS if n in raw["labels"]}
     share, obj_frac = mass_on_object(s.models[ds, NIB, seeds[-1]], test, objm, I, seeds[-1], s.dev)
     g = raw["labels"].get("gxsi")
@@ -282,7 +294,8 @@ def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_imag
     pre, model = (f"{DATASET_NAMES[ds]} · " if len(s.datasets) > 1 else ""), s.stand_in(NIB, ds)
     SHOW = [i for i in (0, 1, 2, 3, 5, 10, 19) if i <= I]
     cells = {m: {i: C.mean_se(100 * Q[m][:, i]) for i in SHOW} for m in methods}
-    cells.update({f"{m} (prediction-targeted)": {i: C.mean_se(100 * QP[m][:, i]) for i in SHOW} for m in pred_methods})
+    cells.update({f"{m}{PRED}": {i: C.mean_se(100 * QP[m][:, i]) for i in SHOW} for m in pred_methods})
+    cells.update({f"{m}{WRONG}": {i: C.mean_se(100 * QW[m][:, i]) for i in SHOW} for m in wrong_methods})
     title = (
         f"MIA Q_i (%) ↑, {model}, {s.run.scale} scale (mean ± se over {len(seeds)} seed(s)); "
         f"in brackets: paper, {DATASET_NAMES[ds]} ({PAPER_MIA[ds][2]})"
@@ -292,7 +305,7 @@ def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_imag
     out["measured"].update({f"{pre}{NIB} test accuracy seed {k} (%)": 100 * s.accuracy[ds, NIB, k] for k in seeds})
     out["paper"].update({f"{pre}{m} Q{i}": v[i] for m, v in paper_mia(ds).items() for i in SHOW})
     chance = _chance(s, [NIB], ds)
-    effect = _mia_effects(H, P, I, seeds, raw["labels"], raw["pred_labels"], mass)
+    effect = _mia_effects(H, P, W, I, seeds, raw, mass)
     specs = mia_claims(ds, I, pre, s.run.budget.get("ig_steps"))
     out["claims"] += _claims(specs, present, effect, lambda a: chance, extra["effects"], raw)
     extra["models"][ds], extra["mia_images"] = model, len(test)
@@ -300,15 +313,24 @@ def _mia_on(s: Setup, ds: str, methods: dict, pred_methods: dict, I: int, n_imag
     extra["test_accuracy"][ds] = {str(k): s.accuracy[ds, NIB, k] for k in seeds}
     extra["curves"][ds] = {m: list(Q[m].mean(0)) for m in methods}
     extra["curves_pred"][ds] = {m: list(QP[m].mean(0)) for m in pred_methods}
+    extra["curves_wrong"][ds] = {m: list(QW[m].mean(0)) for m in wrong_methods}
+    if g:  # what G×SI's first mask does, per seed, beside its Q_0 and Q_1 (the first mask's effect differs between seeds)
+        fm = {k: first_mask_effects(s.models[ds, NIB, k], test, methods[g], k, s.dev) for k in seeds}
+        _first_mask_table(s, ds, pre, {k: Q[g][j, :2] for j, k in enumerate(seeds)}, fm, out, extra)
     extra["object_mass_share"][ds], extra["object_pixel_share"][ds] = share, obj_frac
     _identity_check(Q, raw["labels"], pre, methods)
 
 
-def _mia_effects(H: dict, P: dict, I: int, seeds: list, lab: dict, plab: dict, mass: dict):
-    "`about` → the per-seed effects of an MIA claim, from the label-targeted hits `H` and prediction-targeted `P` (methods by registry name, a prediction-targeted one ending in `PRED`: `lab`, `plab` their labels) and G×SI's per-image object-mass excess per seed (`mass`)."
+def _mia_effects(H: dict, P: dict, W: dict, I: int, seeds: list, raw: dict, mass: dict):
+    "`about` → the per-seed effects of an MIA claim, from the label-targeted hits `H`, prediction-targeted `P` and wrong-label-targeted `W` (methods by registry name, ending in `PRED` or `WRONG` for the last two; `raw` has their labels) and G×SI's per-image object-mass excess per seed (`mass`)."
+    lab = raw["labels"]
 
-    def hv(k, m, i):  # per-image hits of method m (label- or prediction-targeted by its name) at iteration i
-        return P[k][plab[m.removesuffix(PRED)]][i].double() if m.endswith(PRED) else H[k][lab[m]][i].double()
+    def hv(k, m, i):  # per-image hits of method m (label-, prediction- or wrong-label-targeted by its name) at iteration i
+        if m.endswith(PRED):
+            return P[k][raw["pred_labels"][m.removesuffix(PRED)]][i].double()
+        if m.endswith(WRONG):
+            return W[k][raw["wrong_labels"][m.removesuffix(WRONG)]][i].double()
+        return H[k][lab[m]][i].double()
 
     q = lambda k, m, i: float(hv(k, m, i).mean())
     over = lambda k, m: H[k][lab[m]][1:].double().mean(0)  # each image's mean hit over i = 1..I
@@ -322,6 +344,7 @@ def _mia_effects(H: dict, P: dict, I: int, seeds: list, lab: dict, plab: dict, m
         "c-falls": lambda k, a, b: hv(k, a, 0) - hv(k, b, i3),
         "over": lambda k, a, b: over(k, a) - over(k, b),
         "label-leakage": lambda k, a, b: hv(k, a, I) - hv(k, b, I),
+        "label-over-wrong": lambda k, a, b: hv(k, a, 1) - hv(k, b, 1),
         "nib-over-others": lambda k, a, b: hv(k, "gxi", i2) - hv(k, best(k, ["pgxi(abs)", "gbp"], i2), i2),
         "gxsi-best-at-i2": lambda k, a, b: hv(k, "gxsi", i2) - hv(k, best(k, others, i2), i2),
         "gxi-declines": lambda k, a, b: hv(k, "gxi", max(range(i3 + 1), key=lambda i: q(k, "gxi", i))) - hv(k, "gxi", i10),
@@ -331,6 +354,56 @@ def _mia_effects(H: dict, P: dict, I: int, seeds: list, lab: dict, plab: dict, m
         "object-mass/gxsi": lambda k, a, b: mass[k],
     }
     return lambda about: [kinds[about["kind"]](k, *(about["methods"] + (None,))[:2]) for k in seeds]
+
+
+FIRST_MASK = {  # what the first mask m_1 does to an image (mean over the images): name → its column in the first-mask table
+    "norm": "‖z0⊙m_1‖ / ‖z0‖",
+    "label": "Δ f_y",
+    "other": "Δ max_{c≠y} f_c",
+    "kept": "pixels kept (m_1 > 0.5, %)",
+}
+
+
+def first_mask_effects(model: nn.Module, data, method, seed: int = 0, dev="cpu", bs: int = 128) -> dict:
+    "Per image of `data`, what the first label-targeted mask m_1 of `method` does (`FIRST_MASK`): ‖z0⊙m_1‖/‖z0‖, the change of the label's logit and of the largest other logit from z0 to z0⊙m_1, the share of pixels with m_1 > 0.5."
+    out = {k: [] for k in FIRST_MASK}
+    for x, y, *_ in DataLoader(data, batch_size=bs):
+        x, y = x.to(dev), y.to(dev)
+        m1 = attribution_mask(model, x, y, _method(method), 1, seed=seed)
+        with torch.no_grad():
+            f0, f1 = model(x), model(x * m1)
+        other = lambda f: f.scatter(1, y[:, None], float("-inf")).amax(1)
+        out["norm"].append((x * m1).flatten(1).norm(dim=1) / x.flatten(1).norm(dim=1).clamp_min(1e-12))
+        out["label"].append((f1 - f0).gather(1, y[:, None])[:, 0])
+        out["other"].append(other(f1) - other(f0))
+        out["kept"].append(100 * (m1 > 0.5).flatten(1).double().mean(1))
+    return {k: torch.cat(v).double().cpu() for k, v in out.items()}
+
+
+def _first_mask_table(s: Setup, ds: str, pre: str, q01: dict, fm: dict, out: dict, extra: dict):
+    "The first-mask table: per seed G×SI's Q_0, Q_1 (`q01`) and the mean of each `FIRST_MASK` effect (`fm`), and with 3 or more seeds Pearson's r of each with Q_1 over the seeds (None where one is constant); into `out` (table, measured cells) and `extra['first_mask']`."
+    seeds, cols = s.seeds, ["test accuracy (%)", "Q_0 (%)", "Q_1 (%)", *FIRST_MASK.values()]
+    row = lambda k: [
+        100 * s.accuracy[ds, NIB, k],
+        100 * q01[k][0],
+        100 * q01[k][1],
+        *(float(fm[k][n].mean()) for n in FIRST_MASK),
+    ]
+    cells = {f"seed {k}": dict(zip(cols, row(k))) for k in seeds}
+    per = np.array([row(k) for k in seeds])
+    if len(seeds) >= 3:
+        defined = lambda j: per[:, j].std() > 0 and per[:, 2].std() > 0  # else r is undefined: None, shown as "—"
+        r = lambda j: float(np.corrcoef(per[:, 2], per[:, j])[0, 1]) if defined(j) else None
+        cells["Pearson r with Q_1 over seeds"] = {c: r(j) for j, c in enumerate(cols) if j != 2}
+    title = (
+        f"{pre}What G×SI's first label-targeted mask m_1 does, per seed, {s.stand_in(NIB, ds)}, {s.run.scale} scale "
+        f"(means over the MIA test images; Δ: logit on z0⊙m_1 minus on z0); the paper reports no such numbers"
+    )
+    out["tables"].append(paper_table(cells, {}, cols, corner="model", decimals=2, title=title))
+    out["measured"].update({f"{pre}G×SI first mask {row} {c}": v for row, d in cells.items() for c, v in d.items()})
+    extra["first_mask"][ds] = {
+        str(k): dict(zip(["accuracy (%)", "Q_0 (%)", "Q_1 (%)", *FIRST_MASK], per[j].tolist())) for j, k in enumerate(seeds)
+    }
 
 
 def _identity_check(Q: dict, lab: dict, pre: str, methods: dict):

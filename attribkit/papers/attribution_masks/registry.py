@@ -10,9 +10,9 @@ from ... import claims as C
 from ..experiment import Result
 
 # %% auto #0
-__all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'RESCALED', 'PAPER', 'LABEL_FREE', 'PAPER_IG_STEPS', 'IMPLICIT_BIAS_FLOOR',
-           'NOISE_MARGIN', 'RULES', 'CAVEATS', 'ig_configuration', 'student_configuration', 'fig3_claims', 'mia_claims',
-           'depth_claims', 'student_claims', 'bias_claims']
+__all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'WRONG', 'RESCALED', 'PAPER', 'LABEL_FREE', 'PAPER_IG_STEPS',
+           'IMPLICIT_BIAS_FLOOR', 'NOISE_MARGIN', 'RULES', 'CAVEATS', 'ig_configuration', 'student_configuration',
+           'fig3_claims', 'mia_claims', 'depth_claims', 'student_claims', 'bias_claims']
 
 # %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #c7d2e8b4
 _CPU = "at cpu: the model zoo's NIB VGGs at widths ÷16 on Fashion-MNIST 32×32 (all 60,000 training images, floor 88 %), three seeds; at paper scale: "
@@ -309,7 +309,7 @@ PAPER_CLAIMS = [
 # %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #0a1e5c06
 NIB = "NIB VGG16"  # the paper's NIB VGG16: Table 2's model, Table 4's teacher, Table 5's reference, Table 3's deepest
 SHALLOW = "NIB VGG13-6"  # the shallowest NIB VGG, ranked against NIB VGG16 in Table 3
-PRED, RESCALED = " (prediction-targeted)", " (rescaled)"  # a method name + these: its prediction-targeted / rescaled run
+PRED, WRONG, RESCALED = " (prediction-targeted)", " (wrong-label)", " (rescaled)"  # a method name + these: its run so
 
 
 def _slug(name: str) -> str:
@@ -426,6 +426,14 @@ _MIA = (  # Tables 2/6/7 per data set (all label-targeted, the paper's Eq. 12, u
      "diagnostic (label-free b2): prediction-targeted G×SI's Q_{i10} is above prediction-targeted G×I's"),
     ("label-leakage", "mask/gxsi-raises-mia", "diagnostic", ("gxsi", "gxsi" + PRED),
      "diagnostic (label use): label-targeted G×SI's Q_{I} is above prediction-targeted G×SI's"),
+    ("wrong-label-q1", "mask/gxsi-gain-at-i1", "diagnostic", ("gxsi" + WRONG,),
+     "diagnostic (wrong label): G×SI masks for a random wrong label raise the true class's Q_1 above Q_0 "
+     "(if so, the rise is not the label's evidence)"),
+    ("wrong-label-qi", "mask/gxsi-raises-mia", "diagnostic", ("gxsi" + WRONG,),
+     "diagnostic (wrong label): G×SI masks for a random wrong label raise the true class's Q_{I} above Q_0"),
+    ("label-over-wrong", "mask/gxsi-gain-at-i1", "diagnostic", ("gxsi", "gxsi" + WRONG),
+     "diagnostic (label evidence): label-targeted G×SI's Q_1 is above wrong-label G×SI's (if so, the label carries "
+     "information into the mask)"),
     ("object-mass/gxsi", "mask/label-free-mia-rise", "diagnostic", ("gxsi",),
      "diagnostic: G×SI's m*_{I} puts a larger share of its mass on object pixels than their share of the pixels"),
 )  # fmt: skip
@@ -443,6 +451,8 @@ _MIA_KIND = {  # row → its kind of effect (a row not named here is its own kin
     "over-random/gbp": "over",
     "label-free-b1": "b1-q1",
     "label-free-qi": "b1-qi",
+    "wrong-label-q1": "b1-q1",
+    "wrong-label-qi": "b1-qi",
 }
 _CIFAR100_DIAGNOSTIC = ("b1-q1",)  # the paper's own CIFAR-100 row has G×SI's Q_1 below Q_0 (66.2 < 69.8): no claim there
 _CIFAR100_EFFECT = {"b2-gxsi-over-gxi": 70.1, "c-falls/pgxi": 51.6, "c-falls/gbp": 56.3, "nib-over-others": 25.9,
@@ -637,6 +647,24 @@ def _diagnose_mia_b1(res: Result, c: dict) -> str:
         f"(objects: {100 * x['object_pixel_share'][ds]:.1f}% of the pixels): the mask "
         + ("does" if favour else "does not")
         + " favour object pixels, and the prediction-targeted run shows how much of any rise needs the label."
+    ) + _spread(res, c)
+
+
+def _diagnose_mia_wrong_label(res: Result, c: dict) -> str:
+    "G×SI's Q_0, Q_1, Q_I with masks for the label, the clean prediction and a random wrong label, side by side."
+    ds, pct, sh, I = _mia_view(res, c)
+    w = res.extra["curves_wrong"][ds].get(res.raw["wrong_labels"].get("gxsi", "gxsi"))
+    qw = lambda i: "—" if w is None else f"{100 * w[i]:.1f}%"
+    arms = f"prediction {pct('gxsi', 0, True)} → {pct('gxsi', 1, True)} → {pct('gxsi', I, True)}, "
+    lower = w is not None and w[1] < w[0]
+    return (
+        f"G×SI's Q_0 → Q_1 → Q_{I} with masks for the label: {pct('gxsi', 0)} → {pct('gxsi', 1)} → {pct('gxsi', I)}, "
+        f"{arms}a random wrong label {qw(0)} → {qw(1)} → {qw(I)}: a wrong label's mask "
+        + (
+            "lowers the true class's accuracy, so the label carries information into the mask."
+            if lower
+            else "does not lower the true class's accuracy."
+        )
     ) + _spread(res, c)
 
 
@@ -864,6 +892,8 @@ RULES = {  # claim-key prefix → the diagnosis of a claim of that kind that doe
     "mia/gxi-dl-ig-equal": _judged(_diagnose_mia_curves),
     "mia/object-mass": _judged(_diagnose_mia_random),
     "mia/label-leakage": _judged(_diagnose_mia_leakage),
+    "mia/wrong-label": _judged(_diagnose_mia_wrong_label),
+    "mia/label-over-wrong": _judged(_diagnose_mia_wrong_label),
     "depth": _judged(_diagnose_depth),
     "depth/deeper-slower": _judged(_diagnose_depth_gain),
     "depth/trend-q1": _judged(_diagnose_depth_gain),
