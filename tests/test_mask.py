@@ -215,6 +215,8 @@ def test_mia_step_adapts_to_the_methods_given(tmp_path, capsys):
     assert res2.extra["curves"]["cifar10"]["random (control)"] == \
         P.mia_curves(s, {"random (control)": "random"}, iterations=2, n_images=8).extra["curves"]["cifar10"]["random (control)"]
     assert saved(res)["extra"]["object_mass_share"]["cifar10"].keys() == {"G×SI", "G×I", "GBP", "random (control)"}
+    one = saved(P.mia_curves(s, {"G×SI": "gxsi", "G×I": "gxi"}, iterations=1, n_images=8))   # one iteration: Q_0 and Q_1 only
+    assert all(c["detail"] is not None for c in one["claims"])
 
 
 def test_chance_is_the_shared_rule(tmp_path):

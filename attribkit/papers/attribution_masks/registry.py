@@ -736,10 +736,13 @@ def _diagnose_mia_curves(res: Result, c: dict) -> str:
     ms = res.raw["about"][c["key"]]["methods"]
     row = lambda m: (
         f"{_label(res, m.removesuffix(PRED), m.endswith(PRED))}{' (prediction-targeted)' if m.endswith(PRED) else ''}: "
-        + ", ".join(pct(m.removesuffix(PRED), i, m.endswith(PRED)) for i in sorted({0, 1, 2, min(3, I), I}))
+        + ", ".join(pct(m.removesuffix(PRED), i, m.endswith(PRED)) for i in sorted({i for i in (0, 1, 2, 3, I) if i <= I}))
     )
     return (
-        f"Q_i at i = {', '.join(map(str, sorted({0, 1, 2, min(3, I), I})))}: " + "; ".join(map(row, ms)) + "." + _spread(res, c)
+        f"Q_i at i = {', '.join(map(str, sorted({i for i in (0, 1, 2, 3, I) if i <= I})))}: "
+        + "; ".join(map(row, ms))
+        + "."
+        + _spread(res, c)
     )
 
 # %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #0a1e5c11
