@@ -270,7 +270,8 @@ def test_reader_edit_of_a_renamed_repro_notebook_runs(tmp_path):
     d = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
     assert d["measured"] and not any("|G×I|" in k for k in d["measured"]) and any("DGA N=1" in k for k in d["measured"])
     gone = [c for c in d["claims"] if "abs-gxi" in c["key"]]
-    assert len(gone) == 2 * 3                                          # DGA against |G×I|, two scores, three models
+    assert len(gone) == 2 * 3 * 2                                      # DGA against |G×I|, two scores, three models, two fills
+    assert sum("/fill-black/" in c["key"] for c in gone) == 2 * 3      # the fill check's diagnostics
     assert all(c["verdict"] == "not evaluable" and "not run: abs_gxi removed from the methods" in c["reasons"] for c in gone)
     assert any(c["key"].startswith("table1/dga-gxi-over-relu-gxi/") and c["n"] == 4 for c in d["claims"])
 
@@ -416,8 +417,10 @@ def test_cluttered_objects_are_the_canvas_masks():
     assert ga._object_note(s).startswith("item silhouette")
     masks = torch.zeros(len(x), 8, 8)
     masks[:, :, :2] = 1                                                           # the left quarter: not where the input is bright
-    s.masks = masks
-    torch.testing.assert_close(ga._object_masks(s, x, s.per_seed[0]["M"][2]), masks)
+    s.masks = [masks, masks.flip(-1), masks]                                     # one set per seed, as each seed's images have them
+    torch.testing.assert_close(ga._object_masks(s, x, s.per_seed[0]["M"][2], 0), masks)
+    torch.testing.assert_close(ga._object_masks(s, x, s.per_seed[1]["M"][2], 1), masks.flip(-1))  # the seed's own masks
+    s.masks = [masks] * 3
     assert ga.object_shares(s, ["UFG", "random"]).extra["object"].startswith("the item's silhouette on the canvas (the data's own mask")
     res = ga.object_shares(s, ["UFG", "DGA", "input intensity", "random"])
     assert res.measured["M | object area (chance) | positive mass on object"]["mean"] == 0.25

@@ -144,13 +144,23 @@ def load_paper_model(name: str, weights=None, data_root=None) -> nn.Module:
     return m.eval()
 
 
+def _sample_index(size: int, n: int, seed: int) -> Tensor:
+    "`n` indices of `range(size)` drawn without replacement by a generator seeded with `seed`: the images of one seed."
+    return torch.randperm(size, generator=torch.Generator().manual_seed(seed))[:n]
+
+
+def _seed_images(test, n: int, seeds: list) -> list[list[Tensor]]:
+    "Per seed of `seeds`, the tensors of `test` (a TensorDataset: images, labels[, masks]) at that seed's `_sample_index`."
+    return [[t[_sample_index(len(test), n, s)] for t in test.tensors] for s in seeds]
+
+
 def paper_images(data_root, size: int, n: int, seed: int = 0) -> tuple[Tensor, Tensor]:
     "`n` seeded random ImageNet val images (resized, centre-cropped, normalised) and their true labels from `data_root/imagenet`."
     from attribkit import data
 
     root = Path(data_root) / "imagenet" if data_root is not None and (Path(data_root) / "imagenet").is_dir() else data_root
     ds = data.imagenet_folder(root, "val", size=size, resize=int(size * 256 / 224))
-    idx = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n]
+    idx = _sample_index(len(ds), n, seed)
     xs, ys = zip(*[ds[int(i)] for i in idx])
     return torch.stack(xs), torch.tensor(ys)
 
@@ -196,8 +206,8 @@ BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whethe
         stand_ins="zoo",
         cluttered=True,
         seeds=max(zoo.ZOO[z].seeds for z in ZOO_NAMES.values()),  # the most any stand-in has; setup takes each one's own
-        n_images=32,
-        gallery_images=32,
+        n_images=64,  # per seed, sampled per seed from the test split
+        gallery_images=64,
         path_images=32,
         grid_images=32,
         n_steps=30,
@@ -254,7 +264,7 @@ BUDGETS = {  # per scale: the stand-ins ('shapes', 'zoo', 'torchvision'), whethe
 
 @dataclass(repr=False)
 class Setup(experiment.Setup):
-    "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)} of the models with an i-th seed), with the data's name, each model's test accuracy per seed, the number of classes, each label's paper model, the zoo's floor reason per label (`floor`) and the target objects' masks that come with the images (`masks`: (n, H, W), or None)."
+    "The stand-ins of one run and their images, per seed (`per_seed[i]`: {model label: (model, images, true labels)} of the models with an i-th seed), with the data's name, each model's test accuracy per seed, the number of classes, each label's paper model, the zoo's floor reason per label (`floor`) and the target objects' masks that come with each seed's images (`masks[i]`: (n, H, W), those of `per_seed[i]`'s images; or None)."
 
     per_seed: list
     data: str
@@ -262,7 +272,7 @@ class Setup(experiment.Setup):
     num_classes: int | None = None
     paper_names: dict = field(default_factory=dict)
     floor: dict = field(default_factory=dict)
-    masks: Tensor | None = None
+    masks: list | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -281,6 +291,12 @@ class Setup(experiment.Setup):
     @property
     def n_images(self) -> int:
         return len(next(iter(self.per_seed[0].values()))[1])
+
+    @property
+    def images(self) -> str:
+        "The images as text: how many per model and seed, and whether each seed has its own (the zoo's and ImageNet's are sampled per seed)."
+        how = "the test split's first, the same for every seed" if self.kind == "shapes" else "sampled per seed"
+        return f"{self.n_images} images per model and seed, {how}"
 
     @property
     def chance(self) -> dict:
@@ -302,7 +318,7 @@ class Setup(experiment.Setup):
         "Markdown: the data, seeds and images, and each model with its test accuracy per seed."
         lines = [
             f"**{self.run.name}** ({self.run.scale}{', dry run' if self.run.dry_run else ''}): {self.data}; seeds {self.seeds}; "
-            f"{self.n_images} images per model and seed",
+            f"{self.images}",
             "",
             "| model | seeds | test accuracy per seed | floor |",
             "|---|---|---|---|",
@@ -333,7 +349,7 @@ def _with_seeds(run: Run, n: int) -> Run:
 
 
 def setup(run: Run, models=None, n_images: int | None = None, n_eval: int = 2000, cluttered: bool = False) -> Setup:
-    "The paper's `models` (default all three, or all of `CLUTTERED_NAMES`; paper names) for each seed of `run`, with the first `n_images` test images (default the budget's `n_images`), by the budget's `stand_ins`: 'shapes', stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); 'zoo', the zoo's stand-ins (`ZOO_NAMES` on Fashion-MNIST; `cluttered`: `CLUTTERED_NAMES` on Fashion canvases, one item among distractors, with its silhouette as the object mask), each with the zoo's count of seeds (the setup's run has the most of these) and the zoo's test accuracy on the full test split; 'torchvision', the torchvision models with the weights `run.weights` on ImageNet val. `cluttered=True` with other stand-ins is a `ValueError`."
+    "The paper's `models` (default all three, or all of `CLUTTERED_NAMES`; paper names) for each seed of `run`, with `n_images` test images (default the budget's `n_images`; the zoo's and ImageNet's sampled per seed, seeded by the seed, `shapes()`'s the first), by the budget's `stand_ins`: 'shapes', stand-ins trained on `shapes()` (checkpoint-cached; test accuracy on `n_eval` test images); 'zoo', the zoo's stand-ins (`ZOO_NAMES` on Fashion-MNIST; `cluttered`: `CLUTTERED_NAMES` on Fashion canvases, one item among distractors, with its silhouette as the object mask), each with the zoo's count of seeds (the setup's run has the most of these) and the zoo's test accuracy on the full test split; 'torchvision', the torchvision models with the weights `run.weights` on ImageNet val. `cluttered=True` with other stand-ins is a `ValueError`."
     kind = _kind(run.budget["stand_ins"])
     model_label("VGG-16", kind, cluttered)  # `cluttered` only with the zoo's stand-ins
     table = CLUTTERED_NAMES if cluttered else PAPER_MODELS
@@ -366,16 +382,14 @@ def _torchvision_setup(run: Run, names: list, n: int, n_eval: int, cluttered: bo
 
 
 def _zoo_setup(run: Run, names: list, n: int, n_eval: int, cluttered: bool) -> Setup:
-    "The zoo's stand-ins of `names` (each with its own count of seeds) on the first `n` test images, with the zoo's accuracies, floors and record."
-    from attribkit import data
-
+    "The zoo's stand-ins of `names` (each with its own count of seeds) on `n` test images drawn per seed (`_seed_images`, seeded by the seed; on canvases with their masks), with the zoo's accuracies, floors and record."
     zoo_names, label = (CLUTTERED_NAMES if cluttered else ZOO_NAMES), (lambda k: model_label(k, "zoo", cluttered))
     trained = _zoo_stand_ins(run, names, zoo_names)
-    ds = zoo.splits(zoo.ZOO[zoo_names[names[0]]].data, run.data_root)
-    test = data.first(ds.test, n).tensors
-    x, y = (t.to(run.dev) for t in test[:2])
+    test = zoo.splits(zoo.ZOO[zoo_names[names[0]]].data, run.data_root).test
     n_seeds = max(len(ts) for ts in trained.values())
-    per_seed = [{label(k): (ts[i].model, x, y) for k, ts in trained.items() if i < len(ts)} for i in range(n_seeds)]
+    images = _seed_images(test, n, run.seeds[:n_seeds])
+    xy = [tuple(t.to(run.dev) for t in im[:2]) for im in images]
+    per_seed = [{label(k): (ts[i].model, *xy[i]) for k, ts in trained.items() if i < len(ts)} for i in range(n_seeds)]
     accuracy, floor, record = {}, {}, {}
     for k, ts in trained.items():
         lab, e = label(k), zoo.ZOO[zoo_names[k]]
@@ -390,8 +404,8 @@ def _zoo_setup(run: Run, names: list, n: int, n_eval: int, cluttered: bool) -> S
             metric=e.metric + (" (dry run: 64 test images)" if run.dry_run else ""),
         )
     data_name = zoo.DATA_NAMES[zoo.ZOO[CLUTTERED_NAMES[names[0]]].data] if cluttered else DATA_NAMES["zoo"]
-    masks = test[2].float() if cluttered else None  # the canvas's own mask of its one item
-    k_ = int(ds.test.tensors[1].max()) + 1
+    masks = [im[2].float() for im in images] if cluttered else None  # each canvas's own mask of its one item
+    k_ = int(test.tensors[1].max()) + 1
     return Setup(
         _with_seeds(run, n_seeds), per_seed, data_name, accuracy, k_, {label(k): k for k in names}, floor, masks, stand_ins=record
     )

@@ -279,7 +279,7 @@ def protocol_note(s: Setup, fill: str | None = None) -> str:
         f"ties in a seeded random order; {b['flip_steps']} steps of {100 / b['flip_steps']:g} % of the pixels; removed pixels "
         f"filled with `{fill}` ({FILLS[fill]}); "
         "score = trapezoid area under the target's softmax probability (the paper's quantity) and, separately, under its "
-        f"logit; target = the true label; DGA with N = {b['n_steps']}; {s.n_images} images per model and seed"
+        f"logit; target = the true label; DGA with N = {b['n_steps']}; {s.images}"
         + (f" (the paper: all {PAPER_IMAGES:,} ImageNet validation images)." if s.kind == "torchvision" else ".")
     )
 
@@ -381,15 +381,40 @@ def flip_table(
     return res
 
 
+def _fill_table(res: Result, key: str, fill: str, added: list) -> str:
+    "Markdown: the comparisons of `res` (keys `<key>/…`) whose verdict differs at the removal `fill` (the `added` claims, keys `<key>/fill-<fill>/…`), each verdict with its effect."
+    from attribkit.claims import not_evidence
+    from attribkit.results import paper_table
+
+    base, rows = {c["key"]: c for c in res.claims}, {}
+    for c in added:
+        b = base.get(c["key"].replace(f"{key}/fill-{fill}/", f"{key}/", 1))
+        if b is not None and b["verdict"] != c["verdict"]:
+            rows[b["claim"]] = {
+                f"fill {f}": f"{x['verdict']} ({x['effect']:+.3f})" for f, x in ((res.extra["fill"], b), (fill, c))
+            }
+    why = not_evidence(res.run.scale, res.run.dry_run)
+    title = (
+        f"Removal fill check: the {len(rows)} of {len(added)} comparisons whose verdict at fill {fill} differs from that at fill "
+        f"{res.extra['fill']} (diagnostics beside the evidence; effect signed so that positive = the paper's direction)"
+        + (f"; this run is not evidence: {why}" if why else "")
+    )
+    return paper_table(rows, corner="comparison", title=title) if rows else f"**{title}**: none."
+
+
 def fill_check(s: Setup, res: Result, methods, table: dict, rows: list, key: str, fill: str = "black") -> list:
-    "The comparisons `rows` of a flip table `res` measured again with another removal `fill` (same models, images and maps), added to `res` as diagnostics (configuration 'other: fill …'; keys `<key>/fill-<fill>/…`) with their AUC cells ('fill <fill> | …'); returns the added claims. Shows how much the verdicts depend on the fill, which the paper does not state."
+    "The comparisons `rows` of a flip table `res` measured again with another removal `fill` (same models, images and maps), added to `res` as diagnostics (configuration 'other: fill …'; keys `<key>/fill-<fill>/…`) with their AUC cells ('fill <fill> | …'), their diagnoses and a table of the verdicts that change (`_fill_table`); returns the added claims. Shows how much the verdicts depend on the fill, which the paper does not state."
     other = flip_table(s, methods, table, rows, f"{key}/fill-{fill}", title="", fill=fill)
-    config = configuration(s.run.budget["n_steps"], fill=fill)
-    added = [dict(c, role="diagnostic", configuration=config, gated_by=[]) for c in other.claims]
+    config, tag = configuration(s.run.budget["n_steps"], fill=fill), f"fill {fill} | "
+    added = [
+        dict(c, role="diagnostic", configuration=config, gated_by=[], cells=[tag + k for k in c["cells"]]) for c in other.claims
+    ]
     res.claims += added
-    res.measured.update({f"fill {fill} | {k}": v for k, v in other.measured.items() if not k.endswith("test accuracy")})
+    res.measured.update({tag + k: v for k, v in other.measured.items() if not k.endswith("test accuracy")})
+    res.diagnoses.update(other.diagnoses)
     res.extra["comparisons"].update(other.extra["comparisons"])
     res.extra.setdefault("fill_checks", {})[fill] = FILLS[fill]
+    res.tables.append(_fill_table(res, key, fill, added))
     return added
 
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #386f5d6f
@@ -410,10 +435,10 @@ def _unnormalise(kind: str):
     return lambda x: x.cpu() * std + mean
 
 
-def _object_masks(s: Setup, x: Tensor, y: Tensor, threshold: float = 0.1) -> Tensor:
-    "(n, H, W) target-object masks: the masks that come with the images (the zoo's canvases), else the shape's mask (shapes), the item's silhouette, the pixels above `threshold` (the zoo's single items), the centred half-side square (ImageNet)."
+def _object_masks(s: Setup, x: Tensor, y: Tensor, i: int, threshold: float = 0.1) -> Tensor:
+    "(n, H, W) target-object masks of the images `x` of the `i`-th seed (`s.per_seed[i]`): the masks that come with that seed's images (`s.masks[i]`, the zoo's canvases), else the shape's mask (shapes), the item's silhouette, the pixels above `threshold` (the zoo's single items), the centred half-side square (ImageNet)."
     if s.masks is not None:
-        return s.masks[: len(y)]
+        return s.masks[i]
     if s.kind == "shapes":
         return _smoke_data().test.tensors[2][: len(y)][torch.arange(len(y)), y.cpu()].float()
     if s.kind == "zoo":
@@ -471,11 +496,11 @@ def _share(a: Tensor, obj: Tensor) -> Tensor:
 def _measure_shares(s: Setup, methods: dict, threshold: float) -> tuple[dict, dict]:
     "({model: {map: [per-image object share per seed]}} with the object's area, {model: {map: the first seed's maps}})."
     first, shares = {}, {}
-    for seed, per in zip(s.seeds, s.per_seed):
+    for i, (seed, per) in enumerate(zip(s.seeds, s.per_seed)):
         for label, (model, x, y) in per.items():
             x, y = _on_model(model, x, y)
             torch.manual_seed(seed)
-            obj = _object_masks(s, x, y, threshold)
+            obj = _object_masks(s, x, y, i, threshold)
             a = {k: f(model, x, y).detach().cpu() for k, f in methods.items()}
             if seed == s.seeds[0]:
                 first[label] = dict(a, images=(x.cpu(), y.cpu()))
@@ -554,10 +579,10 @@ def _measure_path(s: Setup, label: str, threshold: float) -> dict:
         "intensity local": lambda m, x, t: raw(x).to(x),
     }  # the brightness of the current input
     out = dict(late={k: [] for k in seqs}, probs=[], first={}, phi_share=[], area=[], background=[])
-    for seed, per in zip(s.seeds, s.per_seed):
+    for i, (seed, per) in enumerate(zip(s.seeds, s.per_seed)):
         model, x, y = per[label]
         x, y = _on_model(model, x, y)
-        obj = _object_masks(s, x, y, threshold)
+        obj = _object_masks(s, x, y, i, threshold)
         out["background"].append(float((x.cpu().mean(1) * (1 - obj)).sum() / (1 - obj).sum().clamp_min(1)))
         for k, local in seqs.items():
             torch.manual_seed(seed)
