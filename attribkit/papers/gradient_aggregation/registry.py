@@ -660,6 +660,18 @@ CAVEATS = [  # measured numbers a reader needs beside a verdict (the first scree
         "a cell the paper's own DGA row loses (not counted): ResNet-18 LeRF, DGA − FullGrad",
     ),
     Caveat(
+        "dga/main-baselines",
+        "dga_table3_baselines",
+        "table3/fill-black/dga-over-gbp/vgg-16/lerf_prob",
+        "with removed pixels set to black instead of the data mean (the paper does not state its fill), VGG-16 LeRF, DGA − GBP",
+    ),
+    Caveat(
+        "dga/baselines",
+        "dga_table3_baselines",
+        "table3/fill-black/dga-over-smoothgrad/vgg-16/lerf_prob",
+        "with removed pixels set to black instead of the data mean (the paper does not state its fill), VGG-16 LeRF, DGA − SmoothGrad",
+    ),
+    Caveat(
         "dga/low-q",
         "dga_fig9_grid",
         "fig9/low-q/resnet-18/q=0.6-vs-q=1.0/morf_prob",
