@@ -390,7 +390,7 @@ def _fill_table(res: Result, key: str, fill: str, added: list) -> str:
     for c in added:
         b = base.get(c["key"].replace(f"{key}/fill-{fill}/", f"{key}/", 1))
         if b is not None and b["verdict"] != c["verdict"]:
-            rows[b["claim"]] = {
+            rows[b["key"].removeprefix(f"{key}/")] = {
                 f"fill {f}": f"{x['verdict']} ({x['effect']:+.3f})" for f, x in ((res.extra["fill"], b), (fill, c))
             }
     why = not_evidence(res.run.scale, res.run.dry_run)
