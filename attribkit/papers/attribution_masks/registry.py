@@ -15,7 +15,7 @@ __all__ = ['PAPER_CLAIMS', 'NIB', 'SHALLOW', 'PRED', 'WRONG', 'RESCALED', 'PAPER
            'fig3_claims', 'mia_claims', 'depth_claims', 'student_claims', 'bias_claims']
 
 # %% ../../../nbs/papers/03a_attribution_masks_registry.ipynb #c7d2e8b4
-_CPU = "at cpu: the model zoo's NIB VGGs at widths ÷16 on Fashion-MNIST 32×32 (all 60,000 training images, floor 88 %), three seeds; at paper scale: "
+_CPU = "at cpu: the model zoo's NIB VGGs at widths ÷16 on Fashion-MNIST 32×32 (all 60,000 training images, floor 88 %), the seeds all of an experiment's models have: 10 of the NIB VGG16 alone, 5 with the depth family, 3 with the bias variants; at paper scale: "
 _STUDENTS_CPU = "at cpu: teacher the zoo's NIB VGG16 (widths ÷16), "
 PAPER_CLAIMS = [
     C.PaperClaim(
@@ -199,7 +199,7 @@ PAPER_CLAIMS = [
         "own accuracy). Header says i = 3 where Tables 3/6 give these Q at i = 2",
         metric="student test accuracy on teacher-masked data minus the architecture's plain accuracy (pt) ↑",
         stand_ins=_STUDENTS_CPU + "students NIB VGG13-6 (widths ÷16) and WRN-10-2 (widths ÷4, for WRN-40-4) on "
-        "Fashion-MNIST 32×32, three seeds; at paper scale: the paper's models on CIFAR-10",
+        "Fashion-MNIST 32×32, one per teacher seed (10); at paper scale: the paper's models on CIFAR-10",
         headline="students learn better from masked images (with the label)",
         paper_effect="+5.5 … +16.2 pt",
         unit="pt",
