@@ -14,8 +14,8 @@ from .report import (compare_records, fmt_counts, machine, read_record, record_r
                               verdict_counts, write_pages)
 
 # %% auto #0
-__all__ = ['RECORD', 'MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell', 'discover',
-           'input_key', 'run_notebook', 'run_all', 'train_zoo_record', 'write_reports', 'rebuild_reports',
+__all__ = ['STATE_FILE', 'RECORD', 'MISSING_RUNTIME', 'DRY_RUN_CELL_TIMEOUT', 'repo_root', 'default_notebooks', 'parameters_cell',
+           'discover', 'input_key', 'run_notebook', 'run_all', 'train_zoo_record', 'write_reports', 'rebuild_reports',
            'parse_value', 'list_notebooks', 'copy_notebooks', 'auto_jobs', 'parse_args', 'main', 'dry_run']
 
 # %% ../nbs/20_reproduce.ipynb #6c00b65a
@@ -136,6 +136,8 @@ def _run_task(task: tuple) -> dict:
                 "cell": None, "cell_source": None, "wall_time": None, "executed": None, "results": None}
 
 # %% ../nbs/20_reproduce.ipynb #33cd88ab
+STATE_FILE = Path("executed") / ".reproduce-state.json"   # the runner's resume state, under `out`: local, like the executed copies
+
 def _load_state(path: Path) -> dict:
     try: return json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError): return {}
@@ -189,7 +191,8 @@ def _run_all(nbs_dir, out, scale, seed, device, data_root, only, jobs, force, pr
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
     out.mkdir(parents=True, exist_ok=True)
-    state_path, state, lib = out / ".reproduce-state.json", _load_state(out / ".reproduce-state.json"), code_fingerprint()
+    state_path, lib = out / STATE_FILE, code_fingerprint()
+    state = _load_state(state_path)
     main_rank = int(os.environ.get("RANK", "0")) == 0   # torchrun: rank 0 keeps the state
     if main_rank: _drop_interrupted(state, out)
     records, todo = {}, []
@@ -365,7 +368,7 @@ def _finish_torchrun(nbs_dir, out, scale, seed, device, data_root, only, recs, p
     nbs_dir, out = [p if p.is_absolute() else root / p for p in (Path(nbs_dir or default_notebooks()), Path(out))]
     notebooks = discover(nbs_dir, only)
     params = _params(scale, data_root, device, seed, out, parameters)
-    state_path, lib = out / ".reproduce-state.json", code_fingerprint()
+    state_path, lib = out / STATE_FILE, code_fingerprint()
     state, fresh = _load_state(state_path), {rec["name"]: rec for rec in recs}
     for nb in notebooks:
         if nb.stem in fresh:

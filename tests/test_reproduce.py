@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import attribkit
 from attribkit.claims import claim
-from attribkit.reproduce import main
+from attribkit.reproduce import STATE_FILE, main
 from attribkit.results import SCHEMA_VERSION, fmt_value, save_results, validate_results, load_results, table
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -347,7 +347,7 @@ def test_killed_run_resumes_and_leaves_no_result_of_the_killed_notebook(tmp_path
                 assert p.poll() is None and time.monotonic() - t0 < 120, "the run ended before notebook b held"
                 time.sleep(0.05)
         finally: os.killpg(p.pid, signal.SIGKILL); p.wait()          # the runner and its kernel, as `kill -9` or the OOM killer would
-        state = json.loads((out / ".reproduce-state.json").read_text())
+        state = json.loads((out / STATE_FILE).read_text())
         assert (state["a"]["status"], state["b"]["status"], state["c"]["status"]) == ("ok", "running", "running")
         assert not (out / "executed" / "b.ipynb").exists()          # neither the earlier run's copy nor this run's unfinished one
         for f in out.rglob("*.json"): json.loads(f.read_text())      # every JSON file is whole (parses)
@@ -358,8 +358,8 @@ def test_killed_run_resumes_and_leaves_no_result_of_the_killed_notebook(tmp_path
     assert "status: **reused" in summary.split("## a")[1].split("## b")[0]         # a reused
     assert all("status: **ok**" in summary.split(f"## {n}")[1][:200] for n in "bc")  # b and c ran again
     assert (out / "executed" / "a.ipynb").stat().st_mtime_ns == a_mtime
-    assert json.loads((out / ".reproduce-state.json").read_text())["b"]["status"] == "ok"
-    assert not list((out / "executed").glob(".*")) and load_results(out / "b.json")["name"] == "b"
+    assert json.loads((out / STATE_FILE).read_text())["b"]["status"] == "ok"
+    assert not [p for p in (out / "executed").glob(".*") if p != out / STATE_FILE] and load_results(out / "b.json")["name"] == "b"
 
 
 def test_ctrl_c_exits_130_with_a_resume_hint(monkeypatch, capsys):
