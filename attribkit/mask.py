@@ -101,17 +101,19 @@ def masked_input_accuracy(model: nn.Module, data, method: str | Callable = "gxsi
 def mask_dataset(model: nn.Module, data, method: str | Callable = "gxsi", iterations: int = 3, batch_size: int = 128,
                  cache: str | Path | None = None, progress: bool = True, target: str = "label",
                  seed: int = 0) -> torch.utils.data.TensorDataset:
-    "A TensorDataset (on the CPU) of masked inputs z0⊙m*_I (label-targeted, or `target='pred'`; computed on the model's device) and their labels, cached in `cache` if given."
+    "A TensorDataset (on the CPU) of masked inputs z0⊙m*_I (label-targeted, for the clean prediction with `target='pred'`, or for a seeded random wrong label with `target='wrong'`, as `masked_input_accuracy`'s; computed on the model's device) and their true labels, cached in `cache` if given."
     from torch.utils.data import TensorDataset
     if cache is not None and Path(cache).exists():
         d = torch.load(cache, weights_only=True)
         return TensorDataset(d["x"], d["y"])
-    if target not in ("label", "pred"): raise ValueError(f"`target` must be 'label' or 'pred', got {target!r}")
+    if target not in ("label", "pred", "wrong"): raise ValueError(f"`target` must be 'label', 'pred' or 'wrong', got {target!r}")
     xs, ys, dev = [], [], model_device(model)
     for b, (x, y, *_) in enumerate(tqdm(as_loader(data, batch_size), desc="masking", disable=not progress, leave=False)):
-        x = x.to(dev)
+        x, s = x.to(dev), seed * 100_003 + b
         t = y.to(dev) if target == "label" else None   # None: the model's prediction on the clean input
-        xs.append(x * attribution_mask(model, x, t, method, iterations, seed=seed * 100_003 + b)); ys.append(y)
+        if target == "wrong":
+            with model_scope(model) as m, torch.no_grad(): t = wrong_labels(y.to(dev), m(x).shape[1], s)
+        xs.append(x * attribution_mask(model, x, t, method, iterations, seed=s)); ys.append(y)
     x, y = torch.cat(xs).detach().cpu(), torch.cat(ys).cpu()
     if cache is not None: atomic_save({"x": x, "y": y}, cache)
     return TensorDataset(x, y)

@@ -416,19 +416,36 @@ def _identity_check(Q: dict, lab: dict, pre: str, methods: dict):
         print(f"{pre}identity check skipped: it needs G×I and DL or IG among the methods, this run has {list(methods)}")
 
 # %% ../../../nbs/papers/03c_attribution_masks_protocol.ipynb #c9c18f23
-def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | None = None) -> Result:
-    "Table 3 / Appendix Table 8: label-targeted MIA Q_0..Q_I of `methods` (G×SI and the fresh-random control) on every model of the setup (the NIB VGG depths), the claims and their diagnoses; NIB VGG16's own rise is claimed in mask_table2_mia (its numbers there), here it is measured and ranked against NIB VGG13-6."
+def depth_curves(
+    s: Setup,
+    methods: dict,
+    iterations: int = 9,
+    n_images: int | None = None,
+    pred_methods: dict | None = None,
+    wrong_methods: dict | None = None,
+) -> Result:
+    "Table 3 / Appendix Table 8: label-targeted MIA Q_0..Q_I of `methods` (G×SI and the fresh-random control) on every model of the setup (the NIB VGG depths), beside prediction-targeted (label-free) MIA of `pred_methods` and MIA with masks for a seeded random wrong label of `wrong_methods`; the claims and their diagnoses; NIB VGG16's own rise is claimed in mask_table2_mia (its numbers there), here it is measured and ranked against NIB VGG13-6."
     run, I, seeds, ds = s.run, iterations, s.seeds, s.datasets[0]
     test = D.first(s.splits[ds].test, n_images)
-    H = {(n, k): _hits(s.models[ds, n, k], test, methods, I, seed=k) for n in s.names for k in seeds}
+    arms = ((dict(methods), "label", ""), (dict(pred_methods or {}), "pred", PRED), (dict(wrong_methods or {}), "wrong", WRONG))
+    H = {
+        (n, k): {
+            label + sfx: h
+            for ms, target, sfx in arms
+            for label, h in _hits(s.models[ds, n, k], test, ms, I, seed=k, target=target).items()
+        }
+        for n in s.names
+        for k in seeds
+    }
+    shown = list(H[s.names[0], seeds[0]])  # display labels, the label-targeted arm first
     Q = {
         (n, m): np.array([[float(H[n, k][m][i].double().mean()) for i in range(I + 1)] for k in seeds])
         for n in s.names
-        for m in methods
+        for m in shown
     }
     model = s.stand_in("NIB VGGs")
     SHOW = [i for i in (0, 1, 2, 3, 5, 9) if i <= I]
-    cells = {f"{n} {m}": {i: C.mean_se(100 * Q[n, m][:, i]) for i in SHOW} for m in methods for n in s.names}
+    cells = {f"{n} {m}": {i: C.mean_se(100 * Q[n, m][:, i]) for i in SHOW} for m in shown for n in s.names}
     title = (
         f"G×SI MIA Q_i by depth (%) ↑, {model}, {run.scale} scale (mean ± se "
         f"over {len(seeds)} seed(s)); in brackets: paper, CIFAR-10 (Appendix Table 8)"
@@ -438,7 +455,7 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
     measured = {f"{k} Q{i}": c for k, row in cells.items() for i, c in row.items()}
     measured.update({f"{n} test accuracy (%)": C.mean_se([100 * s.accuracy[ds, n, k] for k in seeds]) for n in s.names})
     paper = {f"{n} G×SI Q{i}": TABLE8[n][i] for n in s.names if n in TABLE8 for i in SHOW}
-    names, effects = method_names(methods), {}
+    names, effects = {label + sfx: n for ms, _, sfx in arms for label, n in method_names(ms, sfx).items()}, {}
     lab = labels_of(names)
     raw = dict(labels=lab, accuracy={n: [s.accuracy[ds, n, k] for k in seeds] for n in s.names})
     hit = lambda n, k, m, i: H[n, k][lab[m]][i].double()
@@ -446,6 +463,8 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
         "q1-over-q0": lambda a, k: hit(a["model"], k, "gxsi", 1) - hit(a["model"], k, "gxsi", 0),
         "qi-over-q0": lambda a, k: hit(a["model"], k, "gxsi", I) - hit(a["model"], k, "gxsi", 0),
         "over-random": lambda a, k: hit(a["model"], k, "gxsi", I) - hit(a["model"], k, "random", I),
+        "label-free-q1": lambda a, k: hit(a["model"], k, "gxsi" + PRED, 1) - hit(a["model"], k, "gxsi" + PRED, 0),
+        "label-over-wrong": lambda a, k: hit(a["model"], k, "gxsi", 1) - hit(a["model"], k, "gxsi" + WRONG, 1),
         "deeper-slower": lambda a, k: hit(a["models"][0], k, "gxsi", 1) - hit(a["models"][1], k, "gxsi", 1),
         "premise-q0": lambda a, k: s.accuracy[ds, a["models"][1], k] - s.accuracy[ds, a["models"][0], k],
         "trend-q1": lambda a, k: -_spearman(
@@ -462,7 +481,7 @@ def depth_curves(s: Setup, methods: dict, iterations: int = 9, n_images: int | N
         "iterations": I,
         "models": s.names,
         "test_accuracy": {f"{n} seed {k}": s.accuracy[ds, n, k] for n in s.names for k in seeds},
-        "curves": {f"{n} {m}": list(Q[n, m].mean(0)) for n in s.names for m in methods},
+        "curves": {f"{n} {m}": list(Q[n, m].mean(0)) for n in s.names for m in shown},
         "effects": effects,
         **({"zoo": s.zoo_record()} if s.trained else {}),
     }

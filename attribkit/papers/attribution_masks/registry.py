@@ -480,7 +480,13 @@ _DEPTH = (  # Table 3 per NIB VGG other than NIB VGG16 (whose rise is mask_table
     ("over-random", "mask/gxsi-raises-mia", "control", ("gxsi", "random"),
      "random control, {n}: G×SI's Q_{I} is above a fresh-random mask's (if not, "
      "MIA does not tell G×SI's mask from noise on this model)"),
+    ("label-free-q1", "mask/label-free-mia-rise", "diagnostic", ("gxsi" + PRED,),
+     "diagnostic (label-free), {n}: prediction-targeted G×SI's Q_1 is above Q_0"),
+    ("label-over-wrong", "mask/gxsi-gain-at-i1", "diagnostic", ("gxsi", "gxsi" + WRONG),
+     "diagnostic (label evidence), {n}: label-targeted G×SI's Q_1 is above the Q_1 of G×SI masks for a random wrong "
+     "label (if so, the label carries the rise)"),
 )  # fmt: skip
+_AT_I1 = ("q1-over-q0", "label-free-q1", "label-over-wrong")  # the depth kinds measured at i = 1
 
 
 def depth_claims(models, I: int) -> list[tuple[C.ClaimSpec, dict]]:
@@ -489,9 +495,7 @@ def depth_claims(models, I: int) -> list[tuple[C.ClaimSpec, dict]]:
     for n in [n for n in models if n != NIB]:  # NIB VGG16's rise is mask_table2_mia's claim (each number in one notebook)
         for spec, about in _specs(_DEPTH, "depth/{kind}/{slug}", dict(I=I, n=n, slug=_slug(n)), model=n):
             pe = dict(_Q1_GAIN if about["kind"] == "q1-over-q0" else _QI_GAIN).get(n) if spec.role == "evidence" else None
-            out.append(
-                (replace(spec, paper_effect=pe), dict(about, i=1 if about["kind"] == "q1-over-q0" else I, compare="methods"))
-            )
+            out.append((replace(spec, paper_effect=pe), dict(about, i=1 if about["kind"] in _AT_I1 else I, compare="methods")))
     if SHALLOW in models and NIB in models:
         rows = [
             ("depth/premise-q0-rises", "mask/depth-raises-q0", "premise: {NIB}'s test accuracy (Q_0, full test split) is above {SHALLOW}'s", "premise-q0", 8.2, ()),
@@ -539,6 +543,9 @@ def student_claims(students: list, first: str, how=None, rows: dict | None = Non
          "fresh-random masks (i=3) (if not, any shrinking mask does as well)", None),
         (f"students/label-leakage/{f}", "mask/students", "diagnostic", first, ("w/ i=3", "label-free w/ i=3"),
          f"diagnostic (label use): {first} on label-targeted G×SI masks (i=3) beats one on prediction-targeted masks (i=3)", None),
+        (f"students/label-over-wrong/{f}", "mask/students", "diagnostic", first, ("w/ i=3", "wrong-label w/ i=3"),
+         f"diagnostic (label evidence): {first} on label-targeted G×SI masks (i=3) beats one on masks for a random wrong "
+         "label (i=3) (if so, the masked images carry the label they were made for)", None),
     ]  # fmt: skip
     return [
         (_spec(k, pc, text, role, how=how(sn), paper_effect=p), dict(student=sn, arms=arms))
@@ -929,6 +936,8 @@ CAVEATS = [  # measured numbers a reader needs beside a verdict (the first scree
     C.Caveat("mask/students", "mask_table4_students", "students/over-teacher/vgg13-6/i3",
              "the label-masked student (i = 3) minus its own teacher"),
     C.Caveat("mask/students", "mask_table4_students", "students/label-leakage/vgg13-6", "label use alone"),
+    C.Caveat("mask/students", "mask_table4_students", "students/label-over-wrong/vgg13-6",
+             "the label-masked student (i = 3) minus one on masks for a random wrong label"),
     C.Caveat("mask/students", "mask_table4_students", "students/masked-over-plain/wrn-10-2/i3",
              "the non-NIB student (WRN-10-2), masked minus plain at i = 3 (input shrinkage)"),
     C.Caveat("mask/students-teacher-iterations", "mask_table4_students", "students/label-free-over-teacher/vgg13-6/i10",
