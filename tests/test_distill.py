@@ -361,7 +361,7 @@ def f32(_float64):
 
 @pytest.fixture(scope="module")
 def tiny():
-    "A hand-built set-up: toy data, an untrained 6-conv teacher, 2 seeds, students of 1 epoch cached in memory."
+    "A hand-built set-up: toy data, an untrained 6-conv teacher per seed, 2 seeds, students of 1 epoch cached in memory."
     from attribkit.papers.distillation import _tiny_setup
     return _tiny_setup()
 
@@ -373,8 +373,8 @@ def test_paper_student_cache_one_spec(tiny, f32):
     assert len(tiny.memory) == n + 1 and all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), tiny.student(1, "naive").state_dict().values()))
     tiny.student(1, "naive", lam=3.0)
     assert len(tiny.memory) == n + 2
-    fn, spec = tiny.student_spec("naive", lam=3.0)
-    assert spec["recipe"]["transfer_weight"] == 3.0 and spec["data"].startswith(tiny.data_key)
+    fn, spec = tiny.student_spec(1, "naive", lam=3.0)
+    assert spec["recipe"]["transfer_weight"] == 3.0 and spec["data"] == f"{tiny.data_key}|teacher={tiny.teacher_keys[1]}"
     with pytest.raises(ValueError, match="`width` must be one of"):
         tiny.student(0, "naive", width="x16")
 
@@ -398,6 +398,9 @@ def test_paper_table1_step_keeps_claims_of_dropped_variants(tiny, f32):
     assert res.claim("t1/sswa-over-swa/auc/x2")["reasons"][-1:] == ["not run: swa removed from the methods"]
     assert "EWA AUC" not in res.measured and "SWA AUC" not in res.measured and "SSWA AUC" in res.measured
     assert "SWA sweep: fixed start, λ = 10 mAP" in res.measured and "| Full (Teacher) |" in res.tables[0]
+    premise = res.extra["compared"]["t1/premise/teacher-over-naive-kd/auc/x2"]["values"]["Full (Teacher)"]
+    teachers = [tiny.scores(tiny.teachers[s])["gradcam"]["AUC"] for s in tiny.seeds]
+    assert premise == pytest.approx(teachers) and premise[0] != premise[1]    # each seed's students against their own teacher
     assert set(res.diagnoses) <= keys and all(res.diagnoses.values())
     plt = pytest.importorskip("matplotlib.pyplot")
     plt.close(table1_figure(res))

@@ -133,8 +133,18 @@ ZOO: dict[str, StandIn] = {
         3,
         "ResNet-18 / ResNet-34",
     ),
-    "MobileNetV1/16": StandIn(  # SGD at 0.1 diverged in one seed of three and left the others at 87–89 %
-        "mobilenet_v1", _VGG, "fashion_mnist-32", dict(_ADAM, epochs=6, lr=3e-3), 0.90, 3, "MobileNetV1"
+    # the width sweep (seed 0, 6 epochs, test accuracy; pruned / merged without fine-tuning at 10 % of every layer): ÷16 Adam
+    # 86.8 % (under the floor); ÷8 Adam 88.6 %, SGD 89.2 % (under); ÷4 Adam 89.7 % (under), SGD 90.9 %, pruned 21.3 %,
+    # merged 47.1 %. At the paper's 40/50/60 % every width to ÷4 falls to chance in both arms (with Adam from 10 % up): the
+    # paper's ratios need the full-width net's redundancy, which a CPU record cannot train. SGD at 0.1 diverged once.
+    "MobileNetV1/4": StandIn(
+        "mobilenet_v1",
+        dict(_VGG, width=4),
+        "fashion_mnist-32",
+        dict(_SGD, epochs=6, lr=0.05, channels_last=True),
+        0.90,
+        3,
+        "MobileNetV1",
     ),
     "LeNet-5": StandIn(
         "lenet5",
@@ -159,13 +169,15 @@ ZOO: dict[str, StandIn] = {
         5,
         "LeNet-300-100",
     ),
-    "Mosaic VGG-6-BN/2": StandIn(  # the localisation set's control: can a trained classifier's Grad-CAM find the objects?
+    # the localisation set's control (can a trained classifier's Grad-CAM find the objects?) and seed 000's teachers: one
+    # per seed, each seed's students distil from their own (about 11 min a teacher on one core: 3 seeds)
+    "Mosaic VGG-6-BN/2": StandIn(
         "vgg16_bn_cifar",
         dict(num_classes=10, in_channels=1, input_size=64, width=2, cfg=VGG6_CFG),
         "fashion_mosaics-64",
         dict(epochs=10, lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, schedule="cosine", loss="bce"),
         0.60,
-        1,
+        3,
         "a multi-label classifier on cluttered images (VOC's)",
         "test mAP",
     ),

@@ -209,18 +209,18 @@ def _row(r: dict, collapsed: str = "", name: str = "gradcam") -> dict:
 # %% ../../../nbs/papers/01b_distillation_budget.ipynb #3c5ec418
 @dataclass(repr=False)
 class Setup(experiment.Setup):
-    "The stand-ins and data of one run of the seed-000 notebooks: the teacher with its test mAP / F1, the data sets, and the students' cache (see `setup`); at cpu the zoo's teacher is a stand-in with its floor (`stand_ins`)."
+    "The stand-ins and data of one run of the seed-000 notebooks: a teacher per seed with its test mAP / F1 (the seed's students distil from it, so the teacher's variance is in every standard error; the VOC teacher is one file, every seed's), the data sets, and the students' cache (see `setup`); at cpu the zoo's teachers are stand-ins with their floor (`stand_ins`)."
 
-    teacher: nn.Module
+    teachers: dict  # seed → its teacher
     train_set: Dataset
     eval_set: Dataset  # test images with masks: AUC and Point Acc (and mAP / F1 without `cls_eval_set`)
     distill_set: Dataset  # students distil on these, pruned networks fine-tune on the first `n_finetune`
     cls_eval_set: Dataset | None  # VOC: the Main val list for mAP / F1
     data_key: str
-    teacher_key: str
+    teacher_keys: dict  # seed → its teacher's identity in the students' cache keys
     teacher_recipe: dict
     chance_map: float  # mAP of random scores: the label prior's level
-    teacher_scores: dict = field(default_factory=dict)  # the teacher's test mAP, per-class mAP and F1 (×100)
+    teacher_scores: dict = field(default_factory=dict)  # seed → its teacher's test mAP, per-class mAP and F1 (×100)
     memory: dict | None = None  # the students' cache in memory (the dry run), else the disk cache
     histories: dict = field(default_factory=dict)
 
@@ -229,12 +229,18 @@ class Setup(experiment.Setup):
         "The run's budget row."
         return self.run.budget
 
+    @property
+    def teacher_map(self) -> float:
+        "The teachers' test mAP (×100), mean over seeds."
+        return float(np.mean([t["mAP"] for t in self.teacher_scores.values()])) if self.teacher_scores else nan
+
     def lines(self) -> list[str]:
-        "The teacher with its test mAP / F1, the students' recipe and the data."
+        "The teachers with their test mAP / F1, the students' recipe and the data."
         C, T = self.cfg, self.teacher_scores
+        per = ", ".join(f"seed {s}: mAP {t['mAP']:.2f}, F1 {t['F1']:.2f}" for s, t in T.items())
         return [
-            f"- teacher: {C['model_name']} ({C['arch']}, width 1/{C['teacher_width']}): test mAP {T.get('mAP', nan):.2f}, "
-            f"F1 {T.get('F1', nan):.2f} (label prior's mAP {self.chance_map:.2f})",
+            f"- teachers: {C['model_name']} ({C['arch']}, width 1/{C['teacher_width']}), one per seed ({per}; label "
+            f"prior's mAP {self.chance_map:.2f})",
             f"- students: { ({w: f'1/{d}' for w, d in C['widths'].items()}) }, main {C['main']}; matching at {C['match']}, "
             f"Grad-CAM at {C['eval_layer']}; λ = {C['lam']}, warm-up {C['warmup']} epochs, {C['epochs']} epochs, lr {C['lr']}",
             f"- data: {C['data']} ({len(self.distill_set)} distillation, {len(self.eval_set)} test images)",
@@ -247,6 +253,7 @@ class Setup(experiment.Setup):
 
     def student_spec(
         self,
+        s: int,
         variant: str,
         width: str | None = None,
         lam: float | None = None,
@@ -254,7 +261,7 @@ class Setup(experiment.Setup):
         epochs: int | None = None,
         head_init: str = "default",
     ) -> tuple[Callable, dict]:
-        "The model function and the one spec of a student: `config` builds it, `recipe` drives `distill`, all of it keys the cache."
+        "The model function and the one spec of seed `s`'s student: `config` builds it, `recipe` drives `distill`, its teacher's identity is in `data`; all of it keys the cache."
         if head_init not in ("default", "normal0.01"):
             raise ValueError(f"`head_init` must be 'default' or 'normal0.01', got {head_init!r}")
         C = self.cfg
@@ -278,7 +285,7 @@ class Setup(experiment.Setup):
             n_distill=len(self.distill_set),
             channels_last=C["channels_last"],
         )
-        return fn, {"config": config, "data": f"{self.data_key}|teacher={self.teacher_key}", "recipe": recipe}
+        return fn, {"config": config, "data": f"{self.data_key}|teacher={self.teacher_keys[s]}", "recipe": recipe}
 
     def student(
         self,
@@ -290,8 +297,8 @@ class Setup(experiment.Setup):
         epochs: int | None = None,
         head_init: str = "default",
     ) -> nn.Module:
-        "Student `width` ('x2'/'x4'/'x8', default the main one) distilled with `variant`, seed `s`, through `models.cached`."
-        fn, spec = self.student_spec(variant, width, lam, warmup, epochs, head_init)
+        "Student `width` ('x2'/'x4'/'x8', default the main one) distilled with `variant` from seed `s`'s teacher, seed `s`, through `models.cached`."
+        fn, spec = self.student_spec(s, variant, width, lam, warmup, epochs, head_init)
 
         def build(spec: dict) -> nn.Module:
             torch.manual_seed(s)
@@ -306,7 +313,7 @@ class Setup(experiment.Setup):
             r, t = spec["recipe"], time.perf_counter()
             return dict(
                 distill(
-                    self.teacher,
+                    self.teachers[s],
                     net,
                     self.distill_set,
                     r["method"],
@@ -357,8 +364,8 @@ class Setup(experiment.Setup):
         return r
 
     def collapsed(self, r: dict) -> str:
-        "Why a model is collapsed (F1 < 5 and less than half the teacher's mAP gain over the label prior), or '' when it is not."
-        t = self.teacher_scores["mAP"]
+        "Why a model is collapsed (F1 < 5 and less than half the teachers' mean mAP gain over the label prior), or '' when it is not."
+        t = self.teacher_map
         if r["F1"] < 5 and r["mAP"] - self.chance_map < 0.5 * (t - self.chance_map):
             return f"collapsed: F1 {r['F1']:.1f}, mAP {r['mAP']:.1f} against the label prior's {self.chance_map:.1f} and the teacher's {t:.1f}"
         return ""
@@ -368,13 +375,14 @@ class Setup(experiment.Setup):
         return _row(r, self.collapsed(r), name)
 
 # %% ../../../nbs/papers/01b_distillation_budget.ipynb #45d18f26
-def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tuple[nn.Module, str, dict, dict]:
-    "The teacher, its identity in the students' cache keys, its recipe and the stand-ins with a floor (the zoo's teacher): loaded from `weights` with VOC, the zoo's `ZOO_TEACHER` at cpu, else trained through `train_cached`."
+def _teacher(
+    run: Run, xy_train: Dataset, data_key: str, progress: bool, s: int
+) -> tuple[nn.Module, str, dict, zoo.Trained | None]:
+    "Seed `s`'s teacher, its identity in the students' cache keys, its recipe and, for the zoo's teacher, its `zoo.Trained` (a stand-in with a floor): loaded from `weights` with VOC (one file, every seed's), the zoo's `ZOO_TEACHER` of seed `s` at cpu, else trained through `train_cached` with seed `s`."
     C = run.budget
     if C["data"] == "fashion_mosaics":
-        t, e = zoo.get(ZOO_TEACHER, run.seed, run.data_root, run.dev), zoo.ZOO[ZOO_TEACHER]
-        floor = {f"the teacher ({ZOO_TEACHER})": {"metric": t.metric, "values": [t.value], "floor": t.floor}}
-        return t.model, cache_key(f"attribkit.models.{e.model}", e.config, e.data, e.recipe, run.seed), e.recipe, floor
+        t, e = zoo.get(ZOO_TEACHER, s, run.data_root, run.dev), zoo.ZOO[ZOO_TEACHER]
+        return t.model, cache_key(f"attribkit.models.{e.model}", e.config, e.data, e.recipe, s), e.recipe, t
     fn, config = _arch(C["arch"], C["num_classes"], C["teacher_width"], C["in_channels"], C["size"])
     if C["data"] == "voc2012":
         path = run.weights_path(TEACHER_FILE)
@@ -385,12 +393,12 @@ def _teacher(run: Run, xy_train: Dataset, data_key: str, progress: bool) -> tupl
             )
         teacher = fn(**config)
         load_weights(teacher, path, "VOC teacher (`weights`)", expected=f"attribkit.models.{fn.__name__}(**{config})")
-        return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}, {}
+        return teacher, f"file:{path.resolve()}@{path.stat().st_mtime_ns}", {"file": str(path)}, None
     recipe = dict(
         epochs=C["teacher_epochs"], lr=2e-3, optimizer="adam", weight_decay=0.0, batch_size=32, loss="bce", schedule="cosine"
     )
-    teacher, _ = train_cached(fn, config, xy_train, data_key, recipe, seed=run.seed, device=run.dev, progress=progress)
-    return teacher, cache_key(fn, config, data_key, recipe, run.seed), recipe, {}
+    teacher, _ = train_cached(fn, config, xy_train, data_key, recipe, seed=s, device=run.dev, progress=progress)
+    return teacher, cache_key(fn, config, data_key, recipe, s), recipe, None
 
 
 def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
@@ -418,7 +426,7 @@ def _data(run: Run) -> tuple[Dataset, Dataset, Dataset | None, str]:
 
 
 def setup(run: Run, progress: bool = False) -> Setup:
-    "The data and teacher of `run` (a `start`ed run of a `distill_*` notebook), with the teacher's test mAP / F1 and the students' cache."
+    "The data and teachers of `run` (a `start`ed run of a `distill_*` notebook), one per seed (VOC: the one file for every seed), with their test mAP / F1 and the students' cache."
     from attribkit.metrics import multilabel_map
 
     C = run.budget
@@ -426,31 +434,35 @@ def setup(run: Run, progress: bool = False) -> Setup:
         torch.set_num_threads(C["threads"])
     train_set, eval_set, cls_eval, data_key = _data(run)
     xy_train = TensorDataset(*train_set.tensors[:2]) if isinstance(train_set, TensorDataset) else train_set
-    teacher, teacher_key, teacher_recipe, stand_ins = _teacher(run, xy_train, data_key, progress)
-    teacher.to(run.dev).eval()
+    loaded = {}  # VOC: one file, loaded once
+    for s in run.seeds:
+        loaded[s] = loaded[run.seed] if C["data"] == "voc2012" and loaded else _teacher(run, xy_train, data_key, progress, s)
+    zt = [z for *_, z in loaded.values() if z is not None]  # the zoo's teachers: stand-ins with a floor
+    floor = lambda z: {"metric": z[0].metric, "values": [t.value for t in z], "floor": z[0].floor}
+    stand_ins = {f"the teachers ({ZOO_TEACHER})": floor(zt)} if zt else {}
     y = _labels(cls_eval if cls_eval is not None else eval_set)
     g = torch.Generator().manual_seed(run.seed)  # mAP of random scores: the label prior's level
     chance = float(np.mean([100 * multilabel_map(torch.rand(y.shape, generator=g), y, average="sample") for _ in range(5)]))
     S = Setup(
         run,
-        teacher,
+        {s: t.to(run.dev).eval() for s, (t, *_) in loaded.items()},
         train_set,
         eval_set,
         first(train_set, C["n_distill"]),
         cls_eval,
         data_key,
-        teacher_key,
-        teacher_recipe,
+        {s: key for s, (_, key, *_) in loaded.items()},
+        loaded[run.seed][2],
         chance,
         memory={} if run.dry_run else None,
         stand_ins=stand_ins,
     )
-    S.teacher_scores = S.scores(teacher, maps={})  # no map: draws nothing from the global RNG
+    S.teacher_scores = {s: S.scores(t, maps={}) for s, t in S.teachers.items()}  # no map: draws nothing from the global RNG
     return S
 
 # %% ../../../nbs/papers/01b_distillation_budget.ipynb #d43c9cbf
 def _tiny_setup(seeds: int = 2, n: int = 16, **knobs) -> Setup:
-    "A hand-built set-up for tests and examples: `shapes()` toy data, an untrained 6-conv teacher, students cached in memory."
+    "A hand-built set-up for tests and examples: `shapes()` toy data, an untrained 6-conv teacher per seed, students cached in memory."
     from attribkit import data as D
 
     row = (
@@ -477,8 +489,12 @@ def _tiny_setup(seeds: int = 2, n: int = 16, **knobs) -> Setup:
     )
     run = Run("distill_tiny", "smoke", 0, "cpu", budget=BUDGETS["smoke"] | row)
     d = D.shapes(n_train=n, n_test=n // 2, size=32, num_classes=5, seed=0)
-    torch.manual_seed(0)
     fn, config = _arch("vgg6_bn", 5, row["teacher_width"], 3, 32)
-    S = Setup(run, fn(**config).eval(), d.train, d.test, d.train, None, "tiny", "tiny-teacher", {}, 20.0, memory={})
-    S.teacher_scores = S.scores(S.teacher, maps={})
+    teachers = {}
+    for s in run.seeds:
+        torch.manual_seed(s)
+        teachers[s] = fn(**config).eval()
+    keys = {s: f"tiny-teacher-{s}" for s in run.seeds}
+    S = Setup(run, teachers, d.train, d.test, d.train, None, "tiny", keys, {}, 20.0, memory={})
+    S.teacher_scores = {s: S.scores(t, maps={}) for s, t in teachers.items()}
     return S

@@ -98,7 +98,7 @@ def _result(S: Setup, tables: list, measured: dict, claims: list, compared: dict
         paper=_flat(paper or {}),
         claims=claims,
         extra=dict(data=S.cfg["data"], model=S.cfg["model_name"], seeds=S.seeds) | extra | dict(compared=compared),
-        stand_ins={f"teacher ({S.cfg['model_name']}), test mAP": S.teacher_scores["mAP"] / 100},
+        stand_ins={f"teachers ({S.cfg['model_name']}), test mAP, mean over seeds": S.teacher_map / 100},
         raw=dict(compared=compared) | (raw or {}),
     )
     diagnose(res, RULES)
@@ -123,7 +123,7 @@ def _first_batch_ratio(S: Setup, head_init: str, lam: float, s: int) -> tuple[fl
     else:
         x, y, *_ = next(iter(torch.utils.data.DataLoader(S.train_set, batch_size=n)))
     x, y = x.to(S.dev), y.to(S.dev)
-    zt, At, alpha = (t.to(S.dev) for t in teacher_targets(S.teacher, C["match"], x, device=S.dev))
+    zt, At, alpha = (t.to(S.dev) for t in teacher_targets(S.teachers[s], C["match"], x, device=S.dev))
     tm = torch.relu((alpha * At).sum(1, keepdim=True))
     zs, As = forward_with_activation(net, C["match"], x)
     sm = swa_map(zs, As, zt.argmax(1), create_graph=True)
@@ -210,10 +210,10 @@ def table1_students(S: Setup, variants, widths) -> list[tuple[str, str]]:
 
 
 def _t1_measure(S: Setup, V: list, W: list) -> tuple[dict, dict, dict, dict]:
-    "The teacher's row, its controls' rows, each student's rows (width, label) → one per seed, and the main-width students' random-map rows."
+    "The teachers' rows (one per seed), the controls' rows (on the first seed's teacher: neither map reads the model), each student's rows (width, label) → one per seed, and the main-width students' random-map rows."
     MAIN = S.cfg["main"]
-    T = S.scores(S.teacher, controls=True)
-    teacher, controls = S.row(T), {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}
+    T = [S.scores(S.teachers[s], controls=True) for s in S.seeds]
+    teacher, controls = [S.row(t) for t in T], {"random map": S.row(T[0], "random"), "input intensity": S.row(T[0], "intensity")}
     runs, rand = {}, {}
     for w, label in table1_students(S, V, W):
         res = [S.scores(S.student(s, METHODS[label], w), controls=(w == MAIN)) for s in S.seeds]
@@ -223,46 +223,48 @@ def _t1_measure(S: Setup, V: list, W: list) -> tuple[dict, dict, dict, dict]:
     return teacher, controls, runs, rand
 
 
-def _t1_table(S: Setup, teacher: dict, controls: dict, runs: dict) -> tuple[dict, dict, dict]:
-    "Rebuttal Table 1's rows (the teacher, the main-width students, the other widths'), the teacher's control rows, and the measured cells."
+def _t1_table(S: Setup, teacher: list, controls: dict, runs: dict) -> tuple[dict, dict, dict]:
+    "Rebuttal Table 1's rows (the teachers, the main-width students, the other widths'), the teacher's control rows, and the measured cells."
     MAIN, keys = S.cfg["main"], MEASURES + ("AUC among objects", "mAP (per class)")
-    measured = {f"Full (Teacher) {k}": teacher[k] for k in keys}
-    measured |= {f"Teacher's {c} {k}": r[k] for c, r in controls.items() for k in ("AUC", "Point Acc", "AUC among objects")}
-    table = {"Full (Teacher)": {k: teacher[k] for k in keys}}
-    for w, label in sorted(runs, key=lambda wl: wl[0] != MAIN):  # the main width's rows first
-        rs, row = runs[w, label], label if w == MAIN else f"{w} {label}"
+    measured = {f"Teacher's {c} {k}": r[k] for c, r in controls.items() for k in ("AUC", "Point Acc", "AUC among objects")}
+    table = {}
+    for w, label in [(MAIN, "Full (Teacher)")] + sorted(runs, key=lambda wl: wl[0] != MAIN):  # teachers, main width first
+        rs = teacher if label == "Full (Teacher)" else runs[w, label]
+        row = label if w == MAIN else f"{w} {label}"
         table[row] = {k: mean_se([r[k] for r in rs]) for k in keys}
         measured |= {f"{row} {k}": v for k, v in table[row].items()}
-        measured[f"{row} collapsed seeds"] = sum(bool(r["collapsed"]) for r in rs)
+        if label != "Full (Teacher)":
+            measured[f"{row} collapsed seeds"] = sum(bool(r["collapsed"]) for r in rs)
     ctl = {f"Teacher's {c} (control)": {k: r[k] for k in ("AUC", "Point Acc", "AUC among objects")} for c, r in controls.items()}
     return table, ctl, measured
 
 
-def _t1_teacher_claims(S: Setup, V: list, teacher: dict, runs: dict, compared: dict) -> list[dict]:
-    "`T1_TEACHER` judged: the teacher minus the best main-width student per seed (seeds where a student collapsed drop out)."
+def _t1_teacher_claims(S: Setup, V: list, teacher: list, runs: dict, compared: dict) -> list[dict]:
+    "`T1_TEACHER` judged: each seed's teacher minus the best main-width student of that seed (seeds where a student collapsed drop out)."
     MAIN, out = S.cfg["main"], []
     ok = [i for i in range(len(S.seeds)) if not any(runs[MAIN, l][i]["collapsed"] for l in V)]
     for k, spec in T1_TEACHER.items():
         best = [max(runs[MAIN, l][i][k] for l in V) for i in ok]
         compared[spec.key] = {
             "measure": k,
-            "values": {"teacher": [float(teacher[k])], "best student": [float(b) for b in best]},
+            "values": {"teacher": [float(teacher[i][k]) for i in ok], "best student": [float(b) for b in best]},
             "collapsed": {l: [r["collapsed"] for r in runs[MAIN, l]] for l in V},
         }
         if len(ok) < 2:
             why = "fewer than 2 seeds with all students predicting"
             out.append(spec.judge(effect=nan, se=nan, n=len(ok), not_evaluable=why))
             continue
-        detail = f"teacher {teacher[k]:.2f} vs the best student per seed {np.mean(best):.2f} (teacher: one model)"
-        out.append(_seed_claim(spec, teacher[k] - np.array(best), detail))
+        t = np.array([teacher[i][k] for i in ok])
+        detail = f"teacher {t.mean():.2f} vs the best student {np.mean(best):.2f}, paired by seed (each seed's own teacher)"
+        out.append(_seed_claim(spec, t - np.array(best), detail))
     return out
 
 
-def _t1_claims(S: Setup, V: list, W: list, teacher: dict, runs: dict, compared: dict) -> list[dict]:
+def _t1_claims(S: Setup, V: list, W: list, teacher: list, runs: dict, compared: dict) -> list[dict]:
     "`T1_SPECS` at each width of `W` (every variant at the main width, the teacher, Naive-KD and SSWA elsewhere) with its configuration, and `T1_TREND` when x2 and x8 ran; a claim needing a dropped variant not evaluable."
     MAIN, lam, present = S.cfg["main"], S.cfg["lam"], _needs(*V)
     everywhere = {"Full (Teacher)", "Naive-KD", "SSWA"}
-    trun = [dict(teacher, collapsed="")] * len(S.seeds)  # the teacher is one model: paired with each seed's student
+    trun = [dict(t, collapsed="") for t in teacher]  # each seed's teacher, paired with that seed's students
 
     def of(w, label):
         return trun if label == "Full (Teacher)" else runs[w, label]
@@ -362,7 +364,7 @@ def student_tasks(S: Setup, variants=VARIANTS, lambdas=LAMBDAS) -> list[tuple]:
     tasks += [(s, "swa", MAIN, kw) for kw, seeds in _sweep_runs(S, lambdas).values() for s in seeds]
     once = {}
     for s, v, w, kw in tasks:
-        once.setdefault((s, json.dumps(S.student_spec(v, w, **kw)[1], sort_keys=True, default=str)), (s, v, w, kw))
+        once.setdefault((s, json.dumps(S.student_spec(s, v, w, **kw)[1], sort_keys=True, default=str)), (s, v, w, kw))
     return sorted(once.values(), key=lambda t: C["widths"][t[2]])
 
 
@@ -377,7 +379,7 @@ def _student_one(task: tuple) -> dict:
     data_root, s, variant, width, kw = task
     torch.set_num_threads(1)
     S = _cpu_setup(data_root)
-    r = S.student_spec(variant, width, **kw)[1]["recipe"]
+    r = S.student_spec(s, variant, width, **kw)[1]["recipe"]
     scores = S.scores(S.student(s, variant, width, **kw), maps={})
     h = S.histories[variant, width, r["transfer_weight"], s, r["head_init"], r["warmup"]]
     row = dict(
@@ -388,7 +390,7 @@ def _student_one(task: tuple) -> dict:
         mAP=round(scores["mAP"], 2),
         F1=round(scores["F1"], 2),
         collapsed=S.collapsed(scores),
-        teacher_mAP=round(S.teacher_scores["mAP"], 2),
+        teacher_mAP=round(S.teacher_scores[s]["mAP"], 2),
         seconds=round(h.get("seconds", nan), 1),
         cached=bool(h["cached"]),
     )
@@ -418,7 +420,7 @@ def student_rows(runs: list[dict]) -> list[dict]:
     for key in dict.fromkeys((r["width"], r["variant"], json.dumps(r["knobs"], sort_keys=True)) for r in runs):
         rs = [r for r in runs if (r["width"], r["variant"], json.dumps(r["knobs"], sort_keys=True)) == key]
         alive = [r["mAP"] for r in rs if not r["collapsed"]]
-        m, t = (round(float(np.mean(alive)), 2) if alive else nan), rs[0]["teacher_mAP"]
+        m, t = (round(float(np.mean(alive)), 2) if alive else nan), round(float(np.mean([r["teacher_mAP"] for r in rs])), 2)
         reach = REACH.get(rs[0]["width"]) if not rs[0]["knobs"] else None
         rows.append(
             dict(
@@ -440,8 +442,8 @@ def student_rows(runs: list[dict]) -> list[dict]:
 
 
 PRE_PASS = PrePass(
-    "students", ((ZOO_TEACHER, 0),), submit_students, student_rows
-)  # the runner distils them once, after the teacher
+    "students", tuple((ZOO_TEACHER, s) for s in range(BUDGETS["cpu"]["seeds"])), submit_students, student_rows
+)  # the runner distils them once, after the teachers (one per seed)
 
 # %% ../../../nbs/papers/01c_distillation_protocol.ipynb #42b140c6
 def _table2_maps(S: Setup) -> dict:
@@ -459,7 +461,7 @@ def _table2_maps(S: Setup) -> dict:
 
 
 def _t2_measure(S: Setup, MAPS: dict) -> dict:
-    "Rows of the teacher (one) and of the main-width Naive-KD and SSWA students (one per seed): per map of `MAPS` and per control."
+    "Rows of the teachers and of the main-width Naive-KD and SSWA students (one per seed each): per map of `MAPS` and per control."
 
     def scores(net) -> dict:
         r = S.scores(net, maps={n: kw for n, kw in MAPS.values()}, controls=True)
@@ -468,7 +470,7 @@ def _t2_measure(S: Setup, MAPS: dict) -> dict:
             "input intensity": S.row(r, "intensity"),
         }
 
-    runs = {"Full (Teacher)": [scores(S.teacher)]}
+    runs = {"Full (Teacher)": [scores(S.teachers[s]) for s in S.seeds]}
     for label in ("Naive-KD", "SSWA"):
         runs[label] = [scores(S.student(s, METHODS[label])) for s in S.seeds]
     return runs
@@ -498,10 +500,10 @@ _T2_NOTES = {
 
 def _t2_claims(S: Setup, MAPS: dict, runs: dict, any_map: str, compared: dict) -> list[dict]:
     "`T2_PREMISE` (the teacher ≥ Naive-KD per map), `T2_PAIRS` (SSWA ≥ Naive-KD per map) and `T2_CONTROLS` (the SSWA students' maps against the controls); a dropped map's claims not evaluable."
-    present, n = _needs(*MAPS), len(runs["Naive-KD"])
+    present = _needs(*MAPS)
 
     def by_map(label, k):
-        return [r[k] | {"collapsed": r[any_map]["collapsed"]} for r in runs[label]] * (n if label == "Full (Teacher)" else 1)
+        return [r[k] | {"collapsed": r[any_map]["collapsed"]} for r in runs[label]]
 
     def conf(spec, k, *labels):
         third = "FullGrad for the unreadable third map" if k == "FullGrad" else ""
@@ -564,7 +566,7 @@ def _prune_recipe(S: Setup, p, ft_epochs, rounds, round_epochs) -> dict:
 
 
 def _prune_seed(S: Setup, pruned: nn.Module, ft_set, label: str, s: int, P: dict) -> tuple[dict, dict, float]:
-    "One seed of one fine-tuning `label`: the structured-pruned copy fine-tuned, and the teacher pruned iteratively (unstructured); their `scores` with controls, and the final sparsity."
+    "One seed of one fine-tuning `label`: the copy of seed `s`'s structured-pruned teacher fine-tuned, and that teacher pruned iteratively (unstructured); their `scores` with controls, and the final sparsity."
     C = S.cfg
     ft = dict(
         lr=1e-3,
@@ -577,11 +579,11 @@ def _prune_seed(S: Setup, pruned: nn.Module, ft_set, label: str, s: int, P: dict
         progress=False,
     )
     net, variant = copy.deepcopy(pruned), METHODS[label]
-    distill(S.teacher, net, ft_set, variant, C["match"], C["match"], epochs=P["ft_epochs"], kd=False, seed=s, **ft)
+    distill(S.teachers[s], net, ft_set, variant, C["match"], C["match"], epochs=P["ft_epochs"], kd=False, seed=s, **ft)
     structured = S.scores(net, controls=True)
     net, masks, hist = iterative_magnitude_prune(
-        S.teacher,
-        S.teacher,
+        S.teachers[s],
+        S.teachers[s],
         ft_set,
         rounds=P["rounds"],
         rate=0.2,
@@ -596,16 +598,16 @@ def _prune_seed(S: Setup, pruned: nn.Module, ft_set, label: str, s: int, P: dict
 
 
 def _prune_measure(S: Setup, V: list, P: dict, pattern) -> tuple[dict, dict, dict, dict]:
-    "Rows per model (one per seed), the raw `scores` of the fine-tuned networks, the unpruned teacher's controls, and the parameters and sparsity."
+    "Rows per model (one per seed: each seed prunes its own teacher), the raw `scores` of the fine-tuned networks, the unpruned first teacher's controls (neither map reads the model), and the parameters and sparsity."
     from attribkit.models import num_params
 
-    T, ft_set = S.scores(S.teacher, controls=True), first(S.distill_set, S.cfg["n_finetune"])
-    rows, raw = {"Unpruned teacher": [S.row(T)]}, {}
-    controls = {"random map": S.row(T, "random"), "input intensity": S.row(T, "intensity")}  # the unpruned teacher's controls
-    pruned = l1_filter_prune(S.teacher, conv_rates(S.teacher, P["p"], pattern=pattern))
-    info = {"structured params": (num_params(S.teacher), num_params(pruned))}
-    rows[f"Structured p={P['p']}, before fine-tuning"] = [S.row(S.scores(pruned))]
+    T, ft_set = {s: S.scores(S.teachers[s], controls=True) for s in S.seeds}, first(S.distill_set, S.cfg["n_finetune"])
+    rows, raw, t0 = {"Unpruned teacher": [S.row(t) for t in T.values()]}, {}, T[S.seeds[0]]
+    controls = {"random map": S.row(t0, "random"), "input intensity": S.row(t0, "intensity")}
     for s in S.seeds:
+        pruned = l1_filter_prune(S.teachers[s], conv_rates(S.teachers[s], P["p"], pattern=pattern))
+        info = {"structured params": (num_params(S.teachers[s]), num_params(pruned))}
+        rows.setdefault(f"Structured p={P['p']}, before fine-tuning", []).append(S.row(S.scores(pruned)))
         for label in V:
             structured, unstructured, info["unstructured sparsity"] = _prune_seed(S, pruned, ft_set, label, s, P)
             for kind, r in (("Structured", structured), ("Unstructured", unstructured)):
@@ -648,7 +650,7 @@ def _prune_claims(S: Setup, V: list, rows: dict, raw: dict, compared: dict, diff
     "`PRUNE_PREMISE` (the unpruned teacher ≥ the pruned network without matching), `PRUNE_PAIRS` (with SSWA matching ≥ without, per seed) and `PRUNE_CONTROLS` (the matched networks' Grad-CAM against the controls), per pruning kind, each with its configuration (`differs`)."
     present, out = _needs(*V), []
     n = len(rows.get("Structured, w/o matching") or rows.get("Structured, SSWA matching") or [])
-    teacher = [dict(rows["Unpruned teacher"][0], collapsed="")] * n
+    teacher = [dict(r, collapsed="") for r in rows["Unpruned teacher"][:n]]  # each seed's own teacher
     for kind in PRUNE_KINDS:
         wo, w = rows.get(f"{kind}, w/o matching"), rows.get(f"{kind}, SSWA matching")
         spec = replace(PRUNE_PREMISE[kind], configuration=configuration(*differs[kind]))
@@ -680,7 +682,7 @@ def pruning(
 ) -> Result:
     "Structured (L1 filter, rate `p`) and unstructured (iterative magnitude, `rounds`) pruning of the teacher, fine-tuned with each of `variants` (None: the budget's recipe)."
     V, P = _pick(variants, PRUNE_VARIANTS, "variants"), _prune_recipe(S, p, ft_epochs, rounds, round_epochs)
-    pattern = _VGG16_PRUNE_PATTERN if len(conv_names(S.teacher)) == 13 else _VGG6_PRUNE_PATTERN
+    pattern = _VGG16_PRUNE_PATTERN if len(conv_names(S.teachers[S.seeds[0]])) == 13 else _VGG6_PRUNE_PATTERN
     rows, raw, controls, info = _prune_measure(S, V, P, pattern)
     cols = ("mAP", "F1", "AUC", "Point Acc", "AUC among objects")
     table = {m: {k: v[0][k] if len(v) == 1 else mean_se([r[k] for r in v]) for k in cols} for m, v in rows.items()}
@@ -752,7 +754,7 @@ def _roar_curves(S: Setup, M: list, F: tuple, R: dict, data: tuple, score: Calla
     common = dict(fractions=F, metric=score, batch_size=128, progress=False)
     curves = {}
     for s in S.seeds:
-        nets = {n: S.teacher if METHODS[n] == "teacher" else S.student(s, METHODS[n]) for n in M}
+        nets = {n: S.teachers[s] if METHODS[n] == "teacher" else S.student(s, METHODS[n]) for n in M}
         for i, (name, net) in enumerate(
             nets.items()
         ):  # the first call also retrains the unmasked baseline and the random control

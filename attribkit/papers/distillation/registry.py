@@ -68,7 +68,7 @@ PAPER_CLAIMS = [  # the paper's own claims (seed 000; only the rebuttal's tables
         f"AUC {_t1('Full (Teacher)', 'AUC')} vs {_t1('Naive-KD', 'AUC')}, Point Acc {_t1('Full (Teacher)', 'Point Acc')} vs "
         f"{_t1('Naive-KD', 'Point Acc')}",
         "teacher − Naive-KD student: Grad-CAM AUC ↑, Point Acc ↑ (positive = the student lost attribution)",
-        "the zoo's Mosaic VGG-6-BN/2 teacher and its Naive-KD students at x2, x4 (the paper's vgg/4) and x8, per width",
+        "the zoo's Mosaic VGG-6-BN/2 teachers (one per seed) and their Naive-KD students at x2, x4 (the paper's vgg/4) and x8, per width",
         headline="Naive-KD students lose the teacher's Grad-CAM localisation",
         paper_effect="AUC +8.2 pt, Point Acc +11.0 pt",
         unit="pt",
@@ -117,7 +117,7 @@ PAPER_CLAIMS = [  # the paper's own claims (seed 000; only the rebuttal's tables
         "rebuttal Table 1 (vgg/4 students, 5 runs)",
         f"Grad-CAM AUC {_t1('SSWA', 'AUC')} vs {_t1('Naive-KD', 'AUC')}, Point Acc {_t1('SSWA', 'Point Acc')} vs {_t1('Naive-KD', 'Point Acc')}",
         "SSWA − Naive-KD: Grad-CAM AUC ↑, Point Acc ↑ (segmentation masks)",
-        "Mosaic VGG-6-BN/2 teacher, students at x2, x4 (the paper's ratio), x8; gated by the premise at the same ratio",
+        "Mosaic VGG-6-BN/2 teachers (one per seed), their students at x2, x4 (the paper's ratio), x8; gated by the premise at the same ratio",
         headline="SSWA students keep the teacher's maps better than Naive-KD",
         paper_effect="AUC +7.6 pt, Point Acc +11.0 pt",
         unit="pt",
