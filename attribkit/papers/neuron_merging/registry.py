@@ -195,7 +195,7 @@ PAPER_CLAIMS = [
         f"prune → merge (%): {_pm(PAPER_MOBILENET)}; merge − prune: {_gains(PAPER_MOBILENET)}; unpruned 87.90 "
         "(3.2 M → 1.4 / 1.0 / 0.7 M parameters)",
         "top-1 test accuracy, merge − prune (points) ↑, no fine-tuning; every layer at 40 / 50 / 60 %",
-        f"MobileNetV1/16 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['MobileNetV1/16'].seeds} seeds, 10/20/30 % "
+        f"MobileNetV1/4 on Fashion-MNIST 32×32: the model zoo's, {zoo.ZOO['MobileNetV1/4'].seeds} seeds, 5/10/20 % "
         "(cpu; the paper cuts 40/50/60 %); MobileNetV1 on CIFAR-10 at 40/50/60 % (paper scale)",
         headline="merge beats prune on MobileNetV1",
         paper_effect=_slash(PAPER_MOBILENET) + " pt (40 / 50 / 60 % pruned)",
