@@ -19,9 +19,9 @@ from .budget import *
 from .budget import _kind, _smoke_data, _with_seeds
 
 # %% auto #0
-__all__ = ['FLIP_STEPS', 'LRP_RULE', 'FILLS', 'flip_scores', 'gxi', 'control_methods', 'local_maps', 'compare_methods',
-           'fill_value', 'protocol_note', 'flip_table', 'fill_check', 'object_shares', 'path_concentration', 'grid',
-           'MoonsSetup', 'moons_setup', 'moons_identities']
+__all__ = ['FLIP_STEPS', 'LRP_RULE', 'FILLS', 'flip_scores', 'gxi', 'control_methods', 'local_maps', 'compare_fills',
+           'compare_methods', 'fill_value', 'protocol_note', 'flip_table', 'fill_check', 'object_shares',
+           'path_concentration', 'grid', 'MoonsSetup', 'moons_setup', 'moons_identities']
 
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #6637f2a2
 FLIP_STEPS = 20  # 5 % of the pixels per step
@@ -110,6 +110,48 @@ def _on_model(model: nn.Module, *ts: Tensor) -> tuple:
     return tuple(t.to(dev) for t in ts)
 
 
+def compare_fills(
+    model: nn.Module,
+    x: Tensor,
+    t: Tensor,
+    methods: dict,
+    fills: dict,
+    seed: int = 0,
+    control: bool = True,
+    steps: int = FLIP_STEPS,
+    failed: dict | None = None,
+    chunk: int | None = None,
+) -> dict:
+    "{fill name: `compare_methods` output at that removal fill} for `fills` ({name: fill value}): each map is computed once and flipped at every fill."
+    if chunk and len(x) > chunk:
+        parts = [
+            compare_fills(model, x[i : i + chunk], t[i : i + chunk], methods, fills, seed + i, control, steps, failed)
+            for i in range(0, len(x), chunk)
+        ]
+        cat = lambda ps: {m: {k: torch.cat([p[m][k] for p in ps]) for k in ps[0][m]} for m in ps[0] if all(m in p for p in ps)}
+        return {f: cat([p[f] for p in parts]) for f in fills}
+    x, t = _on_model(model, x, t)
+    res = {f: {} for f in fills}
+
+    def flip(name, a):
+        for f, v in fills.items():
+            res[f][name] = flip_scores(model, x, a, t, seed=seed, steps=steps, fill=v)
+
+    for name, local in methods.items():
+        torch.manual_seed(seed)
+        try:
+            flip(name, local(model, x, t).detach())
+        except Exception as e:  # e.g. a method that does not support this architecture
+            if failed is None:
+                raise
+            failed[name] = f"{type(e).__name__}: {e}"[:300]
+            for r in res.values():
+                r.pop(name, None)
+    if control:
+        flip("random", attribute(model, x, t, method="random", seed=seed))
+    return res
+
+
 def compare_methods(
     model: nn.Module,
     x: Tensor,
@@ -123,41 +165,27 @@ def compare_methods(
     chunk: int | None = None,
 ) -> dict:
     "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control (a fresh random field per call, drawn from `seed`); with a `failed` dict, a method that raises is recorded there instead; with `chunk`, the images go to the model's device `chunk` at a time (the chunk starting at image i seeded `seed + i`)."
-    if chunk and len(x) > chunk:
-        parts = [
-            compare_methods(model, x[i : i + chunk], t[i : i + chunk], methods, seed + i, control, steps, fill, failed)
-            for i in range(0, len(x), chunk)
-        ]
-        return {m: {k: torch.cat([p[m][k] for p in parts]) for k in parts[0][m]} for m in parts[0] if all(m in p for p in parts)}
-    x, t = _on_model(model, x, t)
-    res = {}
-    for name, local in methods.items():
-        torch.manual_seed(seed)
-        try:
-            res[name] = flip_scores(model, x, local(model, x, t).detach(), t, seed=seed, steps=steps, fill=fill)
-        except Exception as e:  # e.g. a method that does not support this architecture
-            if failed is None:
-                raise
-            failed[name] = f"{type(e).__name__}: {e}"[:300]
-    if control:
-        res["random"] = flip_scores(
-            model, x, attribute(model, x, t, method="random", seed=seed), t, seed=seed, steps=steps, fill=fill
-        )
-    return res
+    return compare_fills(model, x, t, methods, {"": fill}, seed, control, steps, failed, chunk)[""]
 
 
-def _run_methods(s: Setup, methods: dict, failed: dict | None = None, **kwargs) -> dict:
-    "{model label: [`compare_methods` output per seed]} over the seeds of `s` (`kwargs`: steps, fill, control, chunk); failures go to `failed[model][method]` when given."
-    return {
+def _run_fills(s: Setup, methods: dict, fills: dict, failed: dict | None = None, **kwargs) -> dict:
+    "{fill name: {model label: [`compare_methods` output at that fill, per seed]}} over the seeds of `s` for `fills` ({name: fill value}; each map computed once, `compare_fills`; `kwargs`: steps, control, chunk); failures go to `failed[model][method]` when given."
+    runs = {
         name: [
-            compare_methods(
-                *per[name], methods, seed=seed, failed=None if failed is None else failed.setdefault(name, {}), **kwargs
+            compare_fills(
+                *per[name], methods, fills, seed=seed, failed=None if failed is None else failed.setdefault(name, {}), **kwargs
             )
             for seed, per in zip(s.seeds, s.per_seed)
             if name in per
         ]
         for name in s.per_seed[0]
     }
+    return {f: {name: [r[f] for r in rs] for name, rs in runs.items()} for f in fills}
+
+
+def _run_methods(s: Setup, methods: dict, failed: dict | None = None, fill="zero", **kwargs) -> dict:
+    "{model label: [`compare_methods` output per seed]} over the seeds of `s` (`kwargs`: steps, control, chunk); failures go to `failed[model][method]` when given."
+    return _run_fills(s, methods, {"": fill}, failed, **kwargs)[""]
 
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #021fb017
 def _cell(vals: list, native: bool = False) -> dict:
@@ -339,13 +367,32 @@ def _flip_tables(s: Setup, measured: dict, table: dict, cols: list, maps: dict, 
 
 
 def flip_table(
-    s: Setup, methods, table: dict, rows: list, key: str, title: str, fill: str | None = None, rank: str | None = None
+    s: Setup,
+    methods,
+    table: dict,
+    rows: list,
+    key: str,
+    title: str,
+    fill: str | None = None,
+    rank: str | None = None,
+    also: tuple = (),
 ) -> Result:
-    "The pixel-flip comparison of `methods` (display labels, see `local_maps`) on every model and seed of `s`, with the claims of the table `rows` (keys `<key>/…`; those of a removed method stay, not evaluable), in the shape of the paper's `table`; `fill`: the removal fill (`FILLS`; default the budget's); `rank`: also rank that method among all maps run; `raw`: the AUCs per model and seed."
+    "The pixel-flip comparison of `methods` (display labels, see `local_maps`) on every model and seed of `s`, with the claims of the table `rows` (keys `<key>/…`; those of a removed method stay, not evaluable), in the shape of the paper's `table`; `fill`: the removal fill (`FILLS`; default the budget's); `rank`: also rank that method among all maps run; `also`: other fills (`FILLS`) flipped on the same maps, for `fill_check` (`raw['results_at']`); `raw`: the AUCs per model and seed."
     b, failed = s.run.budget, {}
     fill = b["fill"] if fill is None else fill
     maps = local_maps(methods, b, s.run.seed)
-    results = _run_methods(s, maps, failed, steps=b["flip_steps"], fill=fill_value(s, fill), chunk=b["chunk"])
+    fills = {f: fill_value(s, f) for f in dict.fromkeys([fill, *also])}
+    at = _run_fills(s, maps, fills, failed, steps=b["flip_steps"], chunk=b["chunk"])
+    res = _flip_result(s, methods, maps, at[fill], failed, table, rows, key, title, fill, rank)
+    res.raw["results_at"] = {f: r for f, r in at.items() if f != fill}
+    return res
+
+
+def _flip_result(
+    s: Setup, methods, maps: dict, results: dict, failed: dict, table: dict, rows: list, key: str, title: str, fill: str, rank
+) -> Result:
+    "`flip_table`'s Result from the flip AUCs `results` ({model label: [per seed]}) of `maps` at removal `fill`."
+    b = s.run.budget
     cols = list(dict.fromkeys([c for row in table.values() for c in row] + list(maps) + ["random"]))
     measured = _flip_measured(s, results, methods, maps, cols, failed)
     tables = _flip_tables(s, measured, table, cols, maps, title)
@@ -404,7 +451,11 @@ def _fill_table(res: Result, key: str, fill: str, added: list) -> str:
 
 def fill_check(s: Setup, res: Result, methods, table: dict, rows: list, key: str, fill: str = "black") -> list:
     "The comparisons `rows` of a flip table `res` measured again with another removal `fill` (same models, images and maps), added to `res` as diagnostics (configuration 'other: fill …'; keys `<key>/fill-<fill>/…`) with their AUC cells ('fill <fill> | …'), their diagnoses and a table of the verdicts that change (`_fill_table`); returns the added claims. Shows how much the verdicts depend on the fill, which the paper does not state."
-    other = flip_table(s, methods, table, rows, f"{key}/fill-{fill}", title="", fill=fill)
+    maps, results = local_maps(methods, s.run.budget, s.run.seed), res.raw.get("results_at", {}).get(fill)
+    if results is not None and list(maps) + ["random"] == res.extra["methods"]:  # flipped at `fill` with the table's maps
+        other = _flip_result(s, methods, maps, results, res.extra["failed"], table, rows, f"{key}/fill-{fill}", "", fill, None)
+    else:
+        other = flip_table(s, methods, table, rows, f"{key}/fill-{fill}", title="", fill=fill)
     config, tag = configuration(s.run.budget["n_steps"], fill=fill), f"fill {fill} | "
     added = [
         dict(c, role="diagnostic", configuration=config, gated_by=[], cells=[tag + k for k in c["cells"]]) for c in other.claims
