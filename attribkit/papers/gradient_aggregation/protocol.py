@@ -152,20 +152,9 @@ def compare_fills(
     return res
 
 
-def compare_methods(
-    model: nn.Module,
-    x: Tensor,
-    t: Tensor,
-    methods: dict,
-    seed: int = 0,
-    control: bool = True,
-    steps: int = FLIP_STEPS,
-    fill="zero",
-    failed: dict | None = None,
-    chunk: int | None = None,
-) -> dict:
-    "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}`, plus a 'random' control (a fresh random field per call, drawn from `seed`); with a `failed` dict, a method that raises is recorded there instead; with `chunk`, the images go to the model's device `chunk` at a time (the chunk starting at image i seeded `seed + i`)."
-    return compare_fills(model, x, t, methods, {"": fill}, seed, control, steps, failed, chunk)[""]
+def compare_methods(model: nn.Module, x: Tensor, t: Tensor, methods: dict, fill="zero", **kwargs) -> dict:
+    "Per-image flip AUCs {method: flip_scores(...)} for local attributions `{name: callable}` at removal `fill`, plus a 'random' control (a fresh random field per call, drawn from `seed`); `kwargs` as `compare_fills`: with a `failed` dict, a method that raises is recorded there instead; with `chunk`, the images go to the model's device `chunk` at a time (the chunk starting at image i seeded `seed + i`)."
+    return compare_fills(model, x, t, methods, {"": fill}, **kwargs)[""]
 
 
 def _run_fills(s: Setup, methods: dict, fills: dict, failed: dict | None = None, **kwargs) -> dict:
