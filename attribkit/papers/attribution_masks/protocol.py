@@ -428,16 +428,8 @@ def depth_curves(
     run, I, seeds, ds = s.run, iterations, s.seeds, s.datasets[0]
     test = D.first(s.splits[ds].test, n_images)
     arms = ((dict(methods), "label", ""), (dict(pred_methods or {}), "pred", PRED), (dict(wrong_methods or {}), "wrong", WRONG))
-    H = {
-        (n, k): {
-            label + sfx: h
-            for ms, target, sfx in arms
-            for label, h in _hits(s.models[ds, n, k], test, ms, I, seed=k, target=target).items()
-        }
-        for n in s.names
-        for k in seeds
-    }
-    shown = list(H[s.names[0], seeds[0]])  # display labels, the label-targeted arm first
+    H, names = _arm_hits(s, test, arms, I)
+    shown = list(names)  # display labels, the label-targeted arm first
     Q = {
         (n, m): np.array([[float(H[n, k][m][i].double().mean()) for i in range(I + 1)] for k in seeds])
         for n in s.names
@@ -455,8 +447,7 @@ def depth_curves(
     measured = {f"{k} Q{i}": c for k, row in cells.items() for i, c in row.items()}
     measured.update({f"{n} test accuracy (%)": C.mean_se([100 * s.accuracy[ds, n, k] for k in seeds]) for n in s.names})
     paper = {f"{n} G×SI Q{i}": TABLE8[n][i] for n in s.names if n in TABLE8 for i in SHOW}
-    names, effects = {label + sfx: n for ms, _, sfx in arms for label, n in method_names(ms, sfx).items()}, {}
-    lab = labels_of(names)
+    effects, lab = {}, labels_of(names)
     raw = dict(labels=lab, accuracy={n: [s.accuracy[ds, n, k] for k in seeds] for n in s.names})
     hit = lambda n, k, m, i: H[n, k][lab[m]][i].double()
     kinds = {
@@ -490,6 +481,21 @@ def depth_curves(
     )
     diagnose(res, RULES)
     return res
+
+
+def _arm_hits(s: Setup, test, arms: tuple, I: int) -> tuple[dict, dict]:
+    "Per (model, seed) of `s` the per-image MIA hits of each arm's methods (`arms`: (methods, target, suffix)), keyed by display label + suffix, and {that label: registry name + suffix}."
+    ds = s.datasets[0]
+    H = {
+        (n, k): {
+            label + sfx: h
+            for ms, target, sfx in arms
+            for label, h in _hits(s.models[ds, n, k], test, ms, I, seed=k, target=target).items()
+        }
+        for n in s.names
+        for k in s.seeds
+    }
+    return H, {label + sfx: n for ms, _, sfx in arms for label, n in method_names(ms, sfx).items()}
 
 
 def _layers(model: nn.Module) -> int:
