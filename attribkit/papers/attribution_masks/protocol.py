@@ -590,9 +590,8 @@ def _students_result(s: Setup, students: dict, arms: dict, m: dict) -> Result:
         return teacher_why or (
             f"arm {', '.join(gone)} not trained for {sn} in this run"
             if gone
-            else C.chance_reason(
-                [acc[sn, x, k] for x in arms for k in seeds], splits.num_classes, f"{sn} (arms {', '.join(arms)})"
-            )
+            else _under_floor(s, sn, acc)
+            or C.chance_reason([acc[sn, x, k] for x in arms for k in seeds], splits.num_classes, f"{sn} (arms {', '.join(arms)})")
         )
 
     arm_hits = lambda sn, arm, k: m["teacher_hit"][k] if arm == "teacher" else m["hit"][sn, arm, k]
@@ -637,6 +636,19 @@ def _students_result(s: Setup, students: dict, arms: dict, m: dict) -> Result:
     res = Result(s.run, tables=[table], measured=measured, paper=paper, claims=claims, stand_ins=stand_ins, extra=extra, raw=raw)
     diagnose(res, RULES)
     return res
+
+
+def _under_floor(s: Setup, sn: str, acc: dict) -> str | None:
+    "The `not evaluable` reason when student `sn`'s plain (\"w/o\") test accuracy `acc[sn, 'w/o', seed]` is under the budget's student floor in some seed, else None (no floor, or no plain arm trained)."
+    floor, seeds = s.run.budget["students"].get("floor"), s.seeds
+    if floor is None or (sn, "w/o", seeds[0]) not in acc:
+        return None
+    low = [acc[sn, "w/o", k] for k in seeds if acc[sn, "w/o", k] < floor]
+    if not low:
+        return None
+    return f"{sn} under its floor: plain test accuracy {C.fmt_below(min(low), floor)}" + (
+        f" in {len(low)} of {len(seeds)} seeds" if len(seeds) > 1 else ""
+    )
 
 
 def _students_table(s: Setup, names: list, arms: dict, m: dict) -> tuple[str, dict]:
