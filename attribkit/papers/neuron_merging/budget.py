@@ -24,6 +24,7 @@ from attribkit.papers.neuron_merging.registry import (
     PAPER_IMAGENET,
     PAPER_LENET,
     PAPER_MOBILENET,
+    PAPER_PARTS,
     PAPER_VGG16,
     RANKINGS,
 )
@@ -159,10 +160,10 @@ def load_authors_lenet(path) -> tuple[nn.Module, float | None]:
     return model.eval(), ck.get("acc")
 
 # %% ../../../nbs/papers/04b_neuron_merging_budget.ipynb #d248a311
-def paper_cfg_ratios(model: nn.Module, r: float = 0.5) -> dict:
-    "conv1 and conv8-13 of a VGG-16 at ratio `r`, every other layer kept (`r=0.5`: the paper's CIFAR-10 configuration)."
+def paper_cfg_ratios(model: nn.Module, r: float = 0.5, parts=tuple(PAPER_PARTS)) -> dict:
+    "conv1 and conv8-13 of a VGG-16 at ratio `r`, every other layer kept (`r=0.5`: the paper's CIFAR-10 configuration); `parts`: only those of `PAPER_PARTS` (('conv1',): conv1 alone)."
     convs = [p.producer for p in find_pairs(model) if p.producer.startswith("features")]
-    return {convs[0]: r, **{n: r for n in convs[7:]}}
+    return {n: r for p in parts for n in convs[PAPER_PARTS[p]]}
 
 
 def last_conv(model: nn.Module) -> str:
@@ -244,6 +245,7 @@ EXPERIMENTS = {
             "merge-all-over-prune",
             "prune-cost",
             "merge-near-unpruned",
+            "paper-parts",
         ),
         params="params removed %",
         corner="criterion",

@@ -10,8 +10,8 @@ import numpy as np
 from ... import claims as C
 from ...merging import merge, prune
 from ..experiment import Result, diagnose
-from .budget import Setup, hits, output_error
-from .registry import FAMILIES, RANKINGS, RULES, _deviations
+from .budget import Setup, hits, output_error, paper_cfg_ratios
+from .registry import FAMILIES, PAPER_PARTS, RANKINGS, RULES, _deviations, part_variant
 
 # %% auto #0
 __all__ = ['VARIANTS', 'Measurements', 'prune_and_merge', 'evaluate']
@@ -40,6 +40,7 @@ class Measurements:
     layers: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)  # (subject, variant, ratio, model index) -> relative output error per test example
     warnings: int = 0
+    parts: tuple = ()  # the parts of the paper's configuration measured alone (`PAPER_PARTS`; experiments with `paper-parts` claims)
 
     def has(self, *variants: str) -> bool:
         "Whether every one of `variants` was measured."
@@ -120,7 +121,24 @@ def prune_and_merge(setup: Setup, variants=None, ratios=None) -> Result:
                     if "feature-map" in setup.experiment.claims and v in setup.experiment.evidence[:2]:
                         M.errors[(subj, v, r, i)] = output_error(small, model, setup.test, setup.run.dev)
                 M.params[(subj, r)] = (rep.params_before, rep.params_after)
+            _measure_parts(M, subj, i, model)
     return Result(setup.run, raw=dict(measurements=M))
+
+
+def _measure_parts(M: Measurements, subj: str, i: int, model) -> None:
+    "For an experiment with `paper-parts` claims: model `i` of `subj` at each of its paper ratios with the evidence pair, each part of the paper's configuration (`PAPER_PARTS`) pruned alone (variants `part_variant(v, part)`)."
+    S = M.setup
+    if "paper-parts" not in S.experiment.claims:
+        return
+    M.parts, sub = tuple(PAPER_PARTS), S.subjects[subj]
+    for r in [r for r in M.ratios[subj] if _paper_ratio(S, subj, r)]:
+        for part in M.parts:
+            for v in S.experiment.evidence[:2]:
+                fn, kw = VARIANTS[v]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the threshold's warning is counted on the whole configuration
+                    small, _ = fn(model, paper_cfg_ratios(model, r, (part,)), **sub.kw, **kw)
+                M.hits[(subj, part_variant(v, part), r, i)] = hits(small, S.test, S.experiment.topk, S.run.dev)
 
 # %% ../../../nbs/papers/04c_neuron_merging_protocol.ipynb #3a855699
 def _key(*parts) -> str:
@@ -156,6 +174,7 @@ def _table(M: Measurements) -> dict:
                 if M.has(a, b):
                     row[g] = C.mean_se(M.acc(subj, a, r) - M.acc(subj, b, r))
             out[X.row(subj, r)] = row
+            out.update(_part_rows(M, subj, r))
     return out
 
 
@@ -497,6 +516,49 @@ def _merge_near_unpruned(M: Measurements, _=None) -> list:
     return [("merge-near-unpruned/r50", text, dict(subjects=subs, ratios=[0.5], cells=cells, paper_effect=p), measure)]
 
 
+def _part_row(S: Setup, subj: str, r: float, part: str) -> str:
+    "The table's row of `subj` at `r` with `part` of the paper's configuration pruned alone ('l1: conv1 alone')."
+    return f"{S.experiment.row(subj, r)}: {part} alone"
+
+
+def _part_rows(M: Measurements, subj: str, r: float) -> dict:
+    "The table's rows of the paper's configuration in parts at `r`, where measured: each part pruned alone; prune, merge, gain."
+    mv, pv = M.setup.experiment.evidence[:2]
+    out = {}
+    for part in M.parts:
+        a, b = part_variant(mv, part), part_variant(pv, part)
+        if (subj, a, r, 0) in M.hits:
+            acc = {"prune": M.acc(subj, b, r), "merge": M.acc(subj, a, r)}
+            out[_part_row(M.setup, subj, r, part)] = dict(
+                baseline=C.mean_se(M.acc(subj, "baseline")), **{k: C.mean_se(v) for k, v in acc.items()},
+                gain=C.mean_se(acc["merge"] - acc["prune"]),
+            )  # fmt: skip
+    return out
+
+
+def _paper_parts(M: Measurements, subj: str) -> list:
+    "Diagnostics `paper-parts/<subj>/<part>/r50`: at each paper ratio, merge − prune with one part of the paper's configuration pruned alone and the rest unpruned — which part the stand-in carries."
+    S, (mv, pv), out = M.setup, M.setup.experiment.evidence[:2], []
+    for r in M.ratios[subj]:
+        for part in M.parts:
+            a, b, row = part_variant(mv, part), part_variant(pv, part), _part_row(S, subj, r, part)
+            if (subj, a, r, 0) not in M.hits:
+                continue
+
+            def measure(spec, r=r, a=a, b=b):
+                base, ha, hb = M.acc(subj, "baseline"), M.acc(subj, a, r), M.acc(subj, b, r)
+                detail = f"prune {np.mean(hb):.2f} → merge {np.mean(ha):.2f}, unpruned {np.mean(base):.2f}"
+                return _judge(M, spec, [subj], M.diff(subj, a, b, r), base, ha, hb, detail)
+
+            text = (
+                f"diagnostic (the paper's configuration in parts): {subj}: merge keeps higher accuracy than prune with "
+                f"{part} alone at {r:.0%}, the other layers unpruned"
+            )
+            w = dict(subjects=[subj], ratios=[r], cells=[f"merge | {row}", f"prune | {row}"])
+            out.append((_key("paper-parts", subj, part, r), text, w, measure))
+    return out
+
+
 def _base1(M: Measurements, subs: list) -> np.ndarray:
     "The first subject's unpruned accuracy per model (the subjects share their models)."
     return M.acc(subs[0], "baseline")
@@ -514,6 +576,7 @@ _MAKERS = {
     "prune-cost": _prune_cost,
     **{f: functools.partial(_checkpoint, f) for f in RANKINGS},
     "merge-near-unpruned": _merge_near_unpruned,
+    "paper-parts": _paper_parts,
 }
 
 

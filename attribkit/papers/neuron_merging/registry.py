@@ -11,7 +11,7 @@ from .. import zoo
 
 # %% auto #0
 __all__ = ['PAPER_LENET', 'PAPER_VGG16', 'PAPER_ACTIVATIONS', 'PAPER_MOBILENET', 'PAPER_IMAGENET', 'PAPER_CLAIMS', 'FAMILIES',
-           'RANKINGS', 'RULES', 'Family']
+           'PAPER_PARTS', 'RANKINGS', 'RULES', 'Family', 'part_variant']
 
 # %% ../../../nbs/papers/04a_neuron_merging_registry.ipynb #79c7511f
 def _rows(d: dict, cols=("baseline", "prune", "merge")) -> dict:
@@ -305,7 +305,16 @@ FAMILIES = {
     ),
     "checkpoint/default-ranking": Family("diagnostic", "setup", ("prune", "merge"), "table entries"),
     "merge-near-unpruned": Family("evidence", "setup", ("merge",), claim="merging/vgg16-abstract", margin=1.0),
+    "paper-parts": Family("diagnostic", "subject", ("merge", "prune")),  # per subject, paper ratio and part (`PAPER_PARTS`)
 }
+PAPER_PARTS = {"conv1": slice(0, 1), "conv8-13": slice(7, None)}  # the paper's VGG-16 configuration, part by part (conv indices)
+
+
+def part_variant(v: str, part: str) -> str:
+    "The name of variant `v` measured with one part of the paper's configuration pruned alone ('prune (conv1 alone)')."
+    return f"{v} ({part} alone)"
+
+
 RANKINGS = {  # checkpoint family -> (how the text names the ranking, the suffix of its variants)
     "checkpoint/official-ranking": ("official ranking, compat='official'", " (official ranking)"),
     "checkpoint/default-ranking": ("the library's default ranking", ""),
@@ -354,7 +363,13 @@ def _why_ratio(M, w: dict) -> str:
     for v, what in (("merge t=none", "merging all of them (t=none) gives"), ("random partner t=none", "a random partner")):
         if M.has(v):
             parts.append(f"{what} {np.mean(M.diff(subj, v, 'prune', r)):+.2f} points over prune")
-    return "; ".join(parts) + f"; pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, pv, r)):.2f} points"
+    parts.append(f"pruning costs {np.mean(M.acc(subj, 'baseline')) - np.mean(M.acc(subj, pv, r)):.2f} points")
+    alone = [
+        f"{p} alone prune {np.mean(M.acc(subj, part_variant(pv, p), r)):.2f} → merge {np.mean(M.acc(subj, part_variant(mv, p), r)):.2f}"
+        for p in M.parts
+        if (subj, part_variant(pv, p), r, 0) in M.hits
+    ]
+    return "; ".join(parts + (["the paper's configuration in parts: " + ", ".join(alone)] if alone else []))
 
 
 @_measured
