@@ -15,11 +15,11 @@ from .core import atomic_save, check_positive_int, resolve_device
 from . import distributed
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'make_activation', 'Net', 'num_params', 'ScaleBatchNorm2d',
-           'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5', 'moons_mlp', 'BasicBlock',
-           'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'train', 'evaluate', 'cache_dir',
-           'data_fingerprint', 'model_fingerprint', 'cached', 'cache_key', 'train_cached', 'read_checkpoint',
-           'load_weights']
+__all__ = ['ACTIVATIONS', 'NIB_CFGS', 'VGG16_CFG', 'MOBILENET_CFG', 'INCEPTION_CFG', 'make_activation', 'Net', 'num_params',
+           'ScaleBatchNorm2d', 'nib_vgg', 'vgg16_bn_cifar', 'vgg16_voc', 'lenet_300_100', 'lenet5', 'moons_mlp',
+           'BasicBlock', 'WideBasicBlock', 'cifar_resnet', 'wrn', 'mobilenet_v1', 'InceptionBlock', 'mini_inception',
+           'train', 'evaluate', 'cache_dir', 'data_fingerprint', 'model_fingerprint', 'cached', 'cache_key',
+           'train_cached', 'read_checkpoint', 'load_weights']
 
 # %% ../nbs/02_models.ipynb #d620b1e4
 ACTIVATIONS = ("relu", "tanh", "softsign", "elu", "selu", "leaky_relu", "hardswish")
@@ -277,6 +277,38 @@ def mobilenet_v1(num_classes: int = 10, in_channels: int = 3, input_size: int = 
                    nn.Conv2d(c, o, 1, bias=False), nn.BatchNorm2d(o), make_activation(activation)]
         c = o
     model = Net(nn.Sequential(*layers), nn.Sequential(nn.Linear(c, num_classes)), nn.AdaptiveAvgPool2d(1))
+    _init_resnet(model)
+    return model
+
+# %% ../nbs/02_models.ipynb #a1b2c3d1
+INCEPTION_CFG = [(16, 16, 24, 8, 12, 12), (32, 24, 48, 12, 24, 24)]  # per block: 1×1, 3×3 reduce, 3×3, 3×3-3×3 reduce, 3×3-3×3, pool proj
+
+def _cba(i: int, o: int, k: int, activation: str) -> nn.Sequential:
+    "conv k×k (same padding, no bias) → BN → activation."
+    return nn.Sequential(nn.Conv2d(i, o, k, 1, k // 2, bias=False), nn.BatchNorm2d(o), make_activation(activation))
+
+class InceptionBlock(nn.Module):
+    "Four parallel branches concatenated on channels: 1×1; 1×1 → 3×3; 1×1 → 3×3 → 3×3; 3×3 average pool → 1×1."
+    def __init__(self, in_channels: int, cfg: Sequence[int], activation: str = "relu"):
+        super().__init__()
+        b1, r3, c3, r5, c5, bp = cfg
+        self.branch1 = _cba(in_channels, b1, 1, activation)
+        self.branch3 = nn.Sequential(_cba(in_channels, r3, 1, activation), _cba(r3, c3, 3, activation))
+        self.branch5 = nn.Sequential(_cba(in_channels, r5, 1, activation), _cba(r5, c5, 3, activation), _cba(c5, c5, 3, activation))
+        self.branch_pool = nn.Sequential(nn.AvgPool2d(3, 1, 1), _cba(in_channels, bp, 1, activation))
+        self.out_channels = b1 + c3 + c5 + bp
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.cat([self.branch1(x), self.branch3(x), self.branch5(x), self.branch_pool(x)], 1)
+
+def mini_inception(num_classes: int = 10, in_channels: int = 1, width: int = 1, activation: str = "relu") -> Net:
+    "A small Inception-style CNN (`INCEPTION_CFG`, every channel count ÷ `width`): stem, block, max-pool, block, 1×1 conv, global average pool, Linear."
+    _check_width(width)
+    s1, s2 = _w(16, width), _w(32, width)
+    a = InceptionBlock(s2, [_w(c, width) for c in INCEPTION_CFG[0]], activation)
+    b = InceptionBlock(a.out_channels, [_w(c, width) for c in INCEPTION_CFG[1]], activation)
+    features = nn.Sequential(_cba(in_channels, s1, 3, activation), _cba(s1, s2, 3, activation), nn.MaxPool2d(2), a, nn.MaxPool2d(2),
+                             b, _cba(b.out_channels, b.out_channels, 1, activation))
+    model = Net(features, nn.Sequential(nn.Linear(b.out_channels, num_classes)), nn.AdaptiveAvgPool2d(1))
     _init_resnet(model)
     return model
 

@@ -4,7 +4,7 @@ import pytest, torch
 from torch import nn
 import attribkit.models as M
 from attribkit.models import (nib_vgg, vgg16_bn_cifar, vgg16_voc, lenet_300_100, lenet5, cifar_resnet, wrn,
-                              mobilenet_v1, moons_mlp, make_activation, ScaleBatchNorm2d, train, evaluate,
+                              mobilenet_v1, mini_inception, moons_mlp, make_activation, ScaleBatchNorm2d, train, evaluate,
                               train_cached, cache_key, num_params, ACTIVATIONS, NIB_CFGS)
 from attribkit.core import atomic_save
 from attribkit.data import moons
@@ -41,6 +41,7 @@ def random_running_stats(model, seed=0):
     ("wrn-40-4", lambda: wrn(40, 4), 8.9e6, 9.0e6),
     ("wrn-28-10", lambda: wrn(28, 10), 36.4e6, 36.6e6),
     ("mobilenet_v1", lambda: mobilenet_v1(), 3.2e6, 3.25e6),
+    ("mini_inception", lambda: mini_inception(), 54_666, 54_666),
     ("moons_mlp", lambda: moons_mlp(), 37, 37),
 ])
 def test_param_counts(name, fn, lo, hi):
@@ -62,6 +63,7 @@ def test_param_counts(name, fn, lo, hi):
     ("wrn-16-4/4", lambda: wrn(16, 4, width=4), (2, 3, 32, 32), 10),
     ("mobilenet_v1/8", lambda: mobilenet_v1(width=8), (2, 3, 32, 32), 10),
     ("mobilenet_v1/224", lambda: mobilenet_v1(num_classes=1000, input_size=224, width=8), (1, 3, 224, 224), 1000),
+    ("mini_inception/2", lambda: mini_inception(num_classes=5, in_channels=3, width=2), (2, 3, 32, 32), 5),
     ("moons_mlp", lambda: moons_mlp(), (3, 2), 1),
 ])
 def test_models_forward(name, fn, x, out):
@@ -78,7 +80,7 @@ def test_activations_build_everywhere(act):
     m = vgg16_bn_cifar(width=16, activation=act).eval()
     assert sum(type(l) is type(make_activation(act)) for l in m.modules()) == 14
     for m in (lenet5(in_channels=3, input_size=32, activation=act), cifar_resnet(20, width=4, activation=act),
-              mobilenet_v1(width=16, activation=act), wrn(10, 1, activation=act), lenet_300_100(3072, activation=act)):
+              mobilenet_v1(width=16, activation=act), mini_inception(in_channels=3, activation=act), wrn(10, 1, activation=act), lenet_300_100(3072, activation=act)):
         assert m.eval()(torch.randn(2, 3, 32, 32)).shape == (2, 10)
         assert any(type(l) is type(make_activation(act)) for l in m.modules())
     with pytest.raises(ValueError, match="activation"):
@@ -87,7 +89,7 @@ def test_activations_build_everywhere(act):
 
 def test_no_functional_or_shared_activations():
     "Every activation is its own module instance (hooks see each layer once)."
-    for m in (cifar_resnet(20), wrn(16, 2), mobilenet_v1(), nib_vgg(width=8), vgg16_bn_cifar()):
+    for m in (cifar_resnet(20), wrn(16, 2), mobilenet_v1(), mini_inception(), nib_vgg(width=8), vgg16_bn_cifar()):
         acts = [a for a in m.modules() if isinstance(a, nn.ReLU)]
         assert len(acts) == len({id(a) for a in acts}) and not any(a.inplace for a in acts)
 

@@ -135,7 +135,7 @@ ZOO: dict[str, StandIn] = {
     ),
     # the width sweep (seed 0, 6 epochs, test accuracy; pruned / merged without fine-tuning at 10 % of every layer): ÷16 Adam
     # 86.8 % (under the floor); ÷8 Adam 88.6 %, SGD 89.2 % (under); ÷4 Adam 89.7 % (under), SGD 90.9 %, pruned 21.3 %,
-    # merged 47.1 %. At the paper's 40/50/60 % every width to ÷4 falls to chance in both arms (with Adam from 10 % up): the
+    # merged 47.1 %. At the paper's 40/50/60 % every width to ÷4 falls to chance in both arms (with Adam from 20 % up): the
     # paper's ratios need the full-width net's redundancy, which a CPU record cannot train. SGD at 0.1 diverged once.
     "MobileNetV1/4": StandIn(
         "mobilenet_v1",
@@ -146,13 +146,16 @@ ZOO: dict[str, StandIn] = {
         3,
         "MobileNetV1",
     ),
-    "LeNet-5": StandIn(
-        "lenet5",
-        dict(num_classes=10, in_channels=1, input_size=32),
+    # DGA's Inception-V3: a small multi-branch network (models.mini_inception). It replaced LeNet-5, whose LeRF sat at the
+    # ceiling (G×I 0.88, random 0.44: removing the least relevant pixels never hurt it), so LeRF could not rank methods; seed 0
+    # of this one: 92.3 %, LeRF G×I 0.27, DGA 0.46, random 0.21 on 64 test images. Several minutes a model on one core: 3 seeds
+    "Mini-Inception": StandIn(
+        "mini_inception",
+        dict(num_classes=10, in_channels=1),
         "fashion_mnist-32",
-        dict(_ADAM, epochs=8, lr=3e-3),
+        dict(_SGD, epochs=6, lr=0.05, channels_last=True),
         0.90,
-        5,
+        3,
         "Inception-V3 (DGA)",
     ),
     # the reference code's recipe (main.py: SGD lr 0.1, momentum 0.9, wd 5e-4, batch 128, 200 epochs, ×0.1 at 100 and 150):

@@ -25,13 +25,13 @@ __all__ = ['SMOKE_MODELS', 'SMOKE_RECIPE', 'ZOO_NAMES', 'STAND_INS', 'CLUTTERED_
 SMOKE_MODELS = {
     "VGG-16": ("vgg16_bn_cifar", dict(num_classes=5, width=16)),
     "ResNet-18": ("cifar_resnet", dict(depth=8, num_classes=5, width=2)),
-    "Inception-V3": ("lenet5", dict(num_classes=5, in_channels=3, input_size=32)),
+    "Inception-V3": ("mini_inception", dict(num_classes=5, in_channels=3, width=2)),
 }
 SMOKE_RECIPE = dict(epochs=6, lr=3e-3, optimizer="adam", weight_decay=0.0, batch_size=64, schedule="cosine")
 ZOO_NAMES = {
     "VGG-16": "VGG-16-BN/16",
     "ResNet-18": "ResNet-8/2",
-    "Inception-V3": "LeNet-5",
+    "Inception-V3": "Mini-Inception",
 }  # `stand_ins='zoo'`: the zoo's stand-ins
 STAND_INS = {k: f"{v} (stand-in for {k})" for k, v in ZOO_NAMES.items()}  # smoke trains the same builders on shapes
 CLUTTERED_NAMES = {"VGG-16": "Canvas VGG-16-BN/16"}  # `cluttered`: the zoo's stand-ins on Fashion canvases

@@ -102,8 +102,8 @@ def _paper_text(table: dict, cols: list) -> str:
 
 _FLIP = "pixel-flip AUC of the target's softmax probability: LeRF ↑ (least relevant removed first), MoRF ↓ (most relevant first)"
 _CPU = (
-    "cpu: the zoo's VGG-16-BN/16, ResNet-8/2 and LeNet-5 (for VGG-16, ResNet-18 and Inception-v3) trained on the full "
-    f"Fashion-MNIST 32 × 32 training split, {', '.join(str(zoo.ZOO[z].seeds) for z in ('VGG-16-BN/16', 'ResNet-8/2', 'LeNet-5'))}"
+    "cpu: the zoo's VGG-16-BN/16, ResNet-8/2 and Mini-Inception (for VGG-16, ResNet-18 and Inception-v3) trained on the full "
+    f"Fashion-MNIST 32 × 32 training split, {', '.join(str(zoo.ZOO[z].seeds) for z in ('VGG-16-BN/16', 'ResNet-8/2', 'Mini-Inception'))}"
     " seeds; paper scale: the torchvision models on ImageNet val"
 )
 _GRID = f"cpu: the zoo's ResNet-8/2 (for ResNet-18) on Fashion-MNIST 32 × 32, {zoo.ZOO['ResNet-8/2'].seeds} seeds"
