@@ -247,7 +247,8 @@ def test_students_step_on_a_hand_built_setup(tmp_path, monkeypatch):
     from attribkit.papers import attribution_masks as P
     monkeypatch.setenv("ATTRIBKIT_CACHE", str(tmp_path / "cache"))
     recipe = dict(epochs=1, lr=1e-3, optimizer="adam", weight_decay=0.0, batch_size=8, schedule="cosine")
-    s = tiny_setup(tmp_path, recipe={"cifar10": recipe, "cifar100": recipe}, seeds=2)
+    no_floor = dict(P.BUDGETS["cpu"]["students"], floor=None)  # no students' floor here: the shared chance rule speaks
+    s = tiny_setup(tmp_path, recipe={"cifar10": recipe, "cifar100": recipe}, seeds=2, students=no_floor)
     students = {"NIB VGG13-6": (M.nib_vgg, dict(cfg="vgg13-6", num_classes=4, input_size=8, width=8, hidden=32, dropout=0.0,
                                                 init="kaiming")),
                 "WRN-10-2": (M.wrn, dict(depth=10, widen=1, num_classes=4, in_channels=3, width=8))}
@@ -262,6 +263,10 @@ def test_students_step_on_a_hand_built_setup(tmp_path, monkeypatch):
     assert "is at chance on the plain data too" in res.diagnoses["students/over-random/vgg13-6"]
     d = saved(res)
     assert d["extra"]["student_train_images"] == 16
+    # with the cpu budget's floor (80 % plain accuracy) a student under it speaks for none of its claims, before chance
+    s2 = tiny_setup(tmp_path / "floor", recipe={"cifar10": recipe, "cifar100": recipe}, seeds=2)
+    low = P.train_students(s2, students, arms, control_arms=["random w/ i=3"], n_train=16, n_test=8)
+    assert low.claim("students/over-random/vgg13-6")["reasons"][0].startswith("NIB VGG13-6 under its floor: plain test accuracy")
 
 
 def test_bias_step_on_a_hand_built_setup(tmp_path):
