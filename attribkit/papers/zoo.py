@@ -147,8 +147,9 @@ ZOO: dict[str, StandIn] = {
         "MobileNetV1",
     ),
     # DGA's Inception-V3: a small multi-branch network (models.mini_inception). It replaced LeNet-5, whose LeRF sat at the
-    # ceiling (G×I 0.88, random 0.44: removing the least relevant pixels never hurt it), so LeRF could not rank methods; seed 0
-    # of this one: 92.3 %, LeRF G×I 0.27, DGA 0.46, random 0.21 on 64 test images. Several minutes a model on one core: 3 seeds
+    # ceiling (G×I 0.88, random 0.44: removing the least relevant pixels never hurt it), so LeRF could not rank methods; a trial
+    # of this layout (default init, seed 0): 92.3 %, LeRF G×I 0.27, DGA 0.46, random 0.21 on 64 test images (the record's seeds:
+    # zoo.json, dga_table*.json). Several minutes a model on one core: 3 seeds
     "Mini-Inception": StandIn(
         "mini_inception",
         dict(num_classes=10, in_channels=1),

@@ -199,7 +199,7 @@ PAPER_CLAIMS = [
         "own accuracy). Header says i = 3 where Tables 3/6 give these Q at i = 2",
         metric="student test accuracy on teacher-masked data minus the architecture's plain accuracy (pt) ↑",
         stand_ins=_STUDENTS_CPU + "students NIB VGG13-6 (widths ÷16) and WRN-10-2 (widths ÷2, for WRN-40-4) on "
-        "Fashion-MNIST 32×32, 8 epochs on 2,000 images, each at its floor, one per teacher seed (10); at paper scale: the paper's models on CIFAR-10",
+        "Fashion-MNIST 32×32, 8 epochs on 2,000 images, each gated by a plain-accuracy floor, one per teacher seed (10); at paper scale: the paper's models on CIFAR-10",
         headline="students learn better from masked images (with the label)",
         paper_effect="+5.5 … +16.2 pt",
         unit="pt",
@@ -938,7 +938,7 @@ CAVEATS = [  # measured numbers a reader needs beside a verdict (the first scree
     C.Caveat("mask/students", "mask_table4_students", "students/label-over-wrong/vgg13-6",
              "label − wrong-label student (i = 3)"),
     C.Caveat("mask/students", "mask_table4_students", "students/masked-over-plain/wrn-10-2/i3",
-             "WRN-10-2 masked − plain, i = 3 (input shrinkage)"),
+             "the second student (WRN-10-2), masked − plain, i = 3"),
     C.Caveat("mask/students-teacher-iterations", "mask_table4_students", "students/label-free-over-teacher/vgg13-6/i10",
              _NEEDS_LABEL + "-masked student (i = 10) minus its teacher"),
     C.Caveat("mask/bias-breaks-mia", "mask_table5_bias", "bias/rescaling-raises/vgg16+lb",
