@@ -523,3 +523,45 @@ def test_label_claims_are_the_papers_and_label_free_ones_test_the_words_without_
     assert by_key["bias/noise-explains-fall/vgg16+lb"]["margin"] == P.NOISE_MARGIN
     keys = {(c.notebook, c.key) for c in P.CAVEATS}
     assert keys <= {(nb, c["key"]) for nb, res in results.items() for c in res.claims}, "a caveat names a key no step makes"
+
+
+def test_students_parity_compares_two_students_on_one_arm(tmp_path):
+    # Table 4's parity (mask/students-architecture-parity): the small student's masked accuracy minus the deeper one's on the
+    # same masked test images, non-inferior at PARITY_MARGIN, gated by the premise that the deeper one wins on plain data
+    from attribkit.papers import attribution_masks as P
+    from attribkit.papers.attribution_masks.protocol import _students_result
+    s = tiny_setup(tmp_path, students=dict(P.BUDGETS["cpu"]["students"], floor=None))
+    small, deep = "NIB VGG13-6", "WRN-10-2"
+    arms = {"w/o": None, "w/ i=3": ("gxsi", 3, "label"), "w/ i=10": ("gxsi", 10, "label")}
+    hits = lambda n: (torch.arange(100) < n).double()   # n of the 100 shared test images right
+
+    def result(correct: dict):
+        m = dict(hit={}, acc={}, kept={}, teacher_te={}, teacher_hit={}, first=small, n_train=16, n_full=16)
+        for k in s.seeds:
+            m["teacher_hit"][k] = hits(90); m["teacher_te"][k] = 0.9
+            for (sn, arm), per_seed in correct.items():
+                m["hit"][sn, arm, k] = hits(per_seed[k]); m["acc"][sn, arm, k] = per_seed[k] / 100
+        return _students_result(s, {small: (None, {}), deep: (None, {"width": 2})}, arms, m)
+
+    same, pa = {0: 98, 1: 97, 2: 99}, "students/parity-premise/vgg13-6-vs-wrn-10-2"
+    correct = {(small, "w/o"): {0: 80, 1: 82, 2: 81}, (deep, "w/o"): {0: 90, 1: 93, 2: 91},
+               (small, "w/ i=3"): same, (deep, "w/ i=3"): same,                            # equal: parity
+               (small, "w/ i=10"): {0: 90, 1: 91, 2: 89}, (deep, "w/ i=10"): {0: 95, 1: 97, 2: 94}}   # −5.3 pt: worse
+    res = result(correct)
+    c = {k: res.claim(k) for k in (pa, "students/parity/vgg13-6-vs-wrn-10-2/i3", "students/parity/vgg13-6-vs-wrn-10-2/i10")}
+    assert [x["role"] for x in c.values()] == ["control", "evidence", "evidence"]
+    assert c[pa]["verdict"] == "holds" and c[pa]["effect"] == pytest.approx((10 + 11 + 10) / 3)   # deep − small, plain
+    i3, i10 = c["students/parity/vgg13-6-vs-wrn-10-2/i3"], c["students/parity/vgg13-6-vs-wrn-10-2/i10"]
+    assert (i3["effect"], i3["margin"], i3["verdict"]) == (0.0, P.PARITY_MARGIN, "holds")
+    assert i10["effect"] == pytest.approx(-16 / 3) and i10["verdict"] == "fails"
+    assert list(i3["gated_by"]) == [pa]
+    assert i3["configuration"].startswith("other: ") and "WRN-10-2 for WRN-40-4" in i3["configuration"]
+    # without the premise (the deeper student no better on plain data) the parity speaks for nothing, and the diagnosis says so
+    flat = {**correct, (deep, "w/o"): {0: 75, 1: 76, 2: 74}}
+    res = result(flat)
+    assert res.claim(pa)["verdict"] == "fails"
+    p3 = res.claim("students/parity/vgg13-6-vs-wrn-10-2/i3")
+    assert p3["verdict"] == "not evaluable" and pa in p3["reasons"][0]
+    assert "premise of the parity is absent" in res.diagnoses["students/parity/vgg13-6-vs-wrn-10-2/i3"]
+    assert "parity" not in " ".join(c["key"] for c in result({k: v for k, v in correct.items() if k[0] == small}).claims
+                                    if c["verdict"] != "not evaluable")

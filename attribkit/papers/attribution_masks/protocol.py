@@ -584,19 +584,24 @@ def _students_result(s: Setup, students: dict, arms: dict, m: dict) -> Result:
     teacher_why = _chance(s, [NIB], ds)
     teacher_why = teacher_why and f"the teacher {teacher_why}"
 
-    def why(about):
-        sn, arms = about["student"], [x for x in about["arms"] if x != "teacher"]  # the teacher: on the plain test images
+    pair = lambda about: about.get("students", (about["student"],) * 2)  # whose hits the two arms are
+
+    def why_student(sn, arms):
         gone = [x for x in arms if not trained(sn, x)]
-        return teacher_why or (
+        return (
             f"arm {', '.join(gone)} not trained for {sn} in this run"
             if gone
             else _under_floor(s, sn, acc)
             or C.chance_reason([acc[sn, x, k] for x in arms for k in seeds], splits.num_classes, f"{sn} (arms {', '.join(arms)})")
         )
 
+    def why(about):
+        arms = [x for x in about["arms"] if x != "teacher"]  # the teacher: on the plain test images
+        return teacher_why or next(filter(None, (why_student(sn, arms) for sn in dict.fromkeys(pair(about)))), None)
+
     arm_hits = lambda sn, arm, k: m["teacher_hit"][k] if arm == "teacher" else m["hit"][sn, arm, k]
     effect = lambda about: [
-        arm_hits(about["student"], about["arms"][0], k) - arm_hits(about["student"], about["arms"][1], k) for k in seeds
+        arm_hits(pair(about)[0], about["arms"][0], k) - arm_hits(pair(about)[1], about["arms"][1], k) for k in seeds
     ]
     recipe = s.run.budget["recipe"][ds]
     how = lambda sn: student_configuration(m["n_train"], m["n_full"], recipe, _PAPER_RECIPE[ds], sn, STUDENT_ROWS.get(sn, sn))
