@@ -14,14 +14,24 @@ from ...dga import DGA
 from .. import experiment
 from ..experiment import Result, Run, diagnose, start
 from .registry import *
-from .registry import _AREA, _FIG1_CLAIMS, _FIG1_CLUTTERED, _FIG9_Q, _LABEL, _RATIO, _name
+from attribkit.papers.gradient_aggregation.registry import (
+    _AREA,
+    _FIG1_CLAIMS,
+    _FIG1_CLUTTERED,
+    _FIG9_Q,
+    _LABEL,
+    _RATIO,
+    _name,
+    _slug,
+)
 from .budget import *
 from .budget import _kind, _smoke_data, _with_seeds
 
 # %% auto #0
-__all__ = ['FLIP_STEPS', 'LRP_RULE', 'FILLS', 'flip_scores', 'gxi', 'control_methods', 'local_maps', 'compare_fills',
-           'compare_methods', 'fill_value', 'protocol_note', 'flip_table', 'fill_check', 'object_shares',
-           'path_concentration', 'grid', 'MoonsSetup', 'moons_setup', 'moons_identities']
+__all__ = ['FLIP_STEPS', 'LRP_RULE', 'FILLS', 'STABILITY_SIGMA', 'flip_scores', 'gxi', 'control_methods', 'local_maps',
+           'compare_fills', 'compare_methods', 'fill_value', 'protocol_note', 'flip_table', 'fill_check',
+           'object_shares', 'path_concentration', 'grid', 'perturbed', 'map_stability', 'stability_check', 'MoonsSetup',
+           'moons_setup', 'moons_identities']
 
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #6637f2a2
 FLIP_STEPS = 20  # 5 % of the pixels per step
@@ -780,6 +790,122 @@ def grid(s: Setup, ns=None, qs=_FIG9_Q, fill: str | None = None) -> Result:
     out = Result(s.run, [table], measured, claims=claims, extra=extra, raw=raw, stand_ins=_stand_in_accuracy(s))
     diagnose(out, RULES)
     return out
+
+# %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #364e0c79
+STABILITY_SIGMA = 8 / 255  # the perturbation's std in pixel units (images in [0, 1]); the paper's is not in our sources
+
+
+def perturbed(s: Setup, x: Tensor, sigma: float, seed: int) -> Tensor:
+    "Normalised images `x` plus Gaussian noise of std `sigma` in pixel units (divided by the data's std per channel), drawn from `seed`."
+    std = torch.as_tensor(_stats(s.kind)[1], dtype=x.dtype).view(1, -1, *[1] * (x.ndim - 2))
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)
+    return x + (noise * sigma / std).to(x.device)
+
+
+def map_stability(model: nn.Module, x: Tensor, t: Tensor, x2: Tensor, maps: dict) -> dict:
+    "{label: per-image Spearman correlation of the map of `maps[label]` at `x` and at `x2` (channels summed)}, and 'same top-1': per image, whether the model predicts the same class at both."
+    from attribkit.metrics import spearman
+
+    out = {label: spearman(f(model, x, t).detach().sum(1), f(model, x2, t).detach().sum(1)).cpu() for label, f in maps.items()}
+    with torch.no_grad():
+        out["same top-1"] = (model(x).argmax(1) == model(x2).argmax(1)).double().cpu()
+    return out
+
+
+def _stability_claims(s: Setup, kept: dict, sigma: float, key: str, method: str, reference: str) -> list:
+    "Per model, `method`'s stability above `reference`'s (registry 'dga/fg-fragile') from the correlations `kept` on the images whose prediction the noise keeps ({model label: [per seed {map: ρ}]}), seeds as units where there are three."
+    config = f"other: Gaussian noise σ = {255 * sigma:.3g}/255 in pixel units (the paper's perturbation is not in our sources)"
+    out = []
+    for label, rs in kept.items():
+        spec = ClaimSpec(
+            f"{key}/stability/{_slug(method)}-over-{_slug(reference)}/{_slug(s.paper_names.get(label, label))}",
+            "dga/fg-fragile",
+            f"{label}: {method}'s map moves less than {reference}'s under a small perturbation (Spearman ρ, clean vs perturbed)",
+            "evidence",
+            needs=(_name(method), _name(reference)),
+            configuration=config,
+        )
+        cells = [f"{label} | {m} | rank correlation clean vs perturbed" for m in (method, reference)]
+        if not all(len(r[method]) for r in rs):
+            why = f"the perturbation changes every prediction of a seed on {label}: no image to compare"
+            out.append(spec.judge(effect=float("nan"), se=float("nan"), n=0, not_evaluable=why, cells=cells))
+            continue
+        effects, unit = unit_effects([r[method] - r[reference] for r in rs], "methods")
+        detail = f"ρ({method}) − ρ({reference}), paired over the images whose prediction the noise keeps"
+        out.append(spec.judge(effects, units=unit, not_evaluable=s.not_evaluable.get(label), detail=detail, cells=cells))
+    return out
+
+
+def _stability_diagnosis(label: str, cells: dict, maps, reference: str) -> str:
+    "Why the stability claim on `label` does not hold: each map's ρ, the share of predictions kept, and what makes the most stable map stable."
+    rho = {m: cells[f"{label} | {m} | rank correlation clean vs perturbed"]["mean"] for m in maps}
+    order = sorted(rho, key=lambda m: -rho[m])
+    return (
+        f"{label}: ρ "
+        + ", ".join(f"{m} {rho[m]:.2f}" for m in order)
+        + f"; the noise keeps the prediction on {cells[f'{label} | top-1 unchanged (%)']['mean']:.0f} % of the images."
+        + (
+            f" {reference} adds the bias-gradient maps of every layer, upsampled: smooth maps whose pixel ranking the noise "
+            f"barely reorders; G×I, local like {reference} but without those terms, moves most."
+            if order[0] == reference and order[-1] == "G×I"
+            else ""
+        )
+    )
+
+
+def stability_check(
+    s: Setup,
+    res: Result,
+    methods=("IG", "FullGrad", "G×I"),
+    sigma: float = STABILITY_SIGMA,
+    key: str = "table3",
+    method: str = "IG",
+    reference: str = "FullGrad",
+) -> list:
+    "The abstract's claim on every model and seed of `s`: the rank correlation of each of `methods`' maps (display labels, `local_maps`) at each image and at the image plus Gaussian noise of std `sigma` (pixel units), on the images whose prediction the noise keeps, `method`'s against `reference`'s; adds to `res` the claims (keys `<key>/stability/…`), their diagnoses, the cells and a table; returns the claims."
+    from attribkit.results import paper_table
+
+    maps = local_maps(methods, s.run.budget, s.run.seed)
+    runs = {label: [] for label in s.per_seed[0]}
+    for seed, per in zip(s.seeds, s.per_seed):
+        for label, (model, x, t) in per.items():
+            x, t = _on_model(model, x, t)
+            runs[label].append(map_stability(model, x, t, perturbed(s, x, sigma, seed), maps))
+    kept = {label: [{m: r[m][r["same top-1"] > 0] for m in maps} for r in rs] for label, rs in runs.items()}
+    cells = {
+        f"{label} | {m} | rank correlation clean vs perturbed": _cell([r[m] for r in rs])
+        for label, rs in kept.items()
+        for m in maps
+    }
+    cells.update(
+        {
+            f"{label} | top-1 unchanged (%)": mean_se([100 * float(r["same top-1"].mean()) for r in rs])
+            for label, rs in runs.items()
+        }
+    )
+    claims = _stability_claims(s, kept, sigma, key, method, reference)
+    res.claims += claims
+    res.measured.update(cells)
+    res.diagnoses.update(
+        {
+            c["key"]: _stability_diagnosis(label, cells, maps, reference)
+            for c, label in zip(claims, runs)
+            if c["verdict"] != "holds"
+        }
+    )
+    rows = {
+        label: {m: cells[f"{label} | {m} | rank correlation clean vs perturbed"] for m in maps}
+        | {"top-1 unchanged (%)": cells[f"{label} | top-1 unchanged (%)"]}
+        for label in runs
+    }
+    title = (
+        f"Stability ↑: Spearman ρ of each map at an image and at the image plus Gaussian noise (σ = {255 * sigma:.3g}/255 in "
+        f"pixel units) on the images whose prediction the noise keeps, mean ± se over seeds ({_n_seeds(s)}); the abstract: "
+        f"{reference} is fragile, {method} robust"
+    )
+    res.tables.append(paper_table(rows, corner="model", title=title))
+    res.extra["stability"] = dict(sigma=sigma, methods=list(maps), method=method, reference=reference)
+    return claims
 
 # %% ../../../nbs/papers/02c_gradient_aggregation_protocol.ipynb #11ce9c69
 def _pattern(model: nn.Module, x: Tensor) -> Tensor:

@@ -116,7 +116,7 @@ _CANVAS = (
 _SHARE = "share of the map's positive mass on the target object ↑ (ours: the paper has no metric)"
 MAIN_BASELINES = ["GBP", "IG", "FullGrad", "GIG"]  # main Table 1's baselines besides G×I (G×I is Table 1's column)
 APPENDIX_BASELINES = ["DeepLIFT", "LRP", "SmoothGrad", "RISE", "Grad-CAM"]  # Appendix I, Table 3
-NOT_MEASURED = ("dga/fg-fragile",)  # registry claims with no measurement here (their `stand_ins` say why)
+NOT_MEASURED = ()  # registry claims with no measurement here (their `stand_ins` say why): none
 PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) claims, with the notebooks that test it
     PaperClaim(
         "dga/aggregation-gxi",
@@ -312,9 +312,10 @@ PAPER_CLAIMS = [  # what seed 001 (the supplement of Jeon et al., NeurIPS 2022) 
         "exploration over the input space is robust” (abstract)",
         "abstract (the main paper's analysis is not in our sources)",
         "no numbers in our sources",
-        "stability of the map under a small input perturbation (rank correlation of maps, clean vs perturbed) ↑: IG against "
+        "stability of the map under a small input perturbation (Spearman ρ of the maps, clean vs perturbed) ↑: IG against "
         "FullGrad",
-        "not measured here: needs a perturbation-stability measurement of FullGrad and IG maps, which no dga_* notebook makes yet",
+        _CPU + " (dga_table3_baselines: Gaussian noise σ = 8/255 in pixel units on each seed's test images, ours: the "
+        "paper's perturbation is not in our sources)",
         headline="FullGrad is fragile to small perturbations, IG is not",
         paper_effect="no numbers",
         unit="rank correlation",
