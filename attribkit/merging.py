@@ -14,7 +14,7 @@ from .core import check_model
 
 # %% auto #0
 __all__ = ['CRITERIA', 'keep_indices', 'most_sim', 'bn_affine', 'most_sim_bn', 'PrunablePair', 'find_pairs', 'MergeReport',
-           'count_params', 'scale_matrix', 'merge', 'prune']
+           'count_params', 'scale_matrix', 'merge', 'prune', 'nmf_merge']
 
 # %% ../nbs/12_merging.ipynb #f3407fc7
 CRITERIA = ("l1", "l2", "l2-GM")
@@ -332,12 +332,8 @@ def _replaced(model, pairs, ratios) -> dict:
         memo[id(mods[p.consumer].weight)] = mods[p.consumer].weight
     return memo
 
-def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate, partner="most_sim", seed=0):
-    check_model(model)
-    if partner not in ("most_sim", "random"): raise ValueError(f"`partner` must be 'most_sim' or 'random', got {partner!r}")
-    gen = torch.Generator().manual_seed(int(seed)) if partner == "random" else None
-    if compat not in ("exact", "official"): raise ValueError(f"`compat` must be 'exact' or 'official', got {compat!r}")
-    if decide_on not in ("original", "merged"): raise ValueError(f"`decide_on` must be 'original' or 'merged', got {decide_on!r}")
+def _pairs_ratios(model, ratio, pairs) -> tuple[list, dict]:
+    "The checked prunable pairs (default: `find_pairs`) and {producer: ratio} of a `ratio` given as one number or per producer."
     pairs = find_pairs(model) if pairs is None else _check_pairs(model, pairs)
     names = [p.producer for p in pairs]
     ratios = dict(ratio) if isinstance(ratio, dict) else {n: ratio for n in names}
@@ -345,6 +341,17 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
     if bad: raise ValueError(f"`ratio` names layers that are not prunable producers: {sorted(bad)}; producers: {names}")
     for n, r in ratios.items():
         if not (isinstance(r, (int, float)) and 0 <= r < 1): raise ValueError(f"pruning ratio for {n!r} must be in [0, 1), got {r!r}")
+    return pairs, ratios
+
+def _n_keep(N: int, r: float) -> int: return max(1, int(math.floor(N * (1 - r) + 0.5)))
+
+def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs, compensate, partner="most_sim", seed=0):
+    check_model(model)
+    if partner not in ("most_sim", "random"): raise ValueError(f"`partner` must be 'most_sim' or 'random', got {partner!r}")
+    gen = torch.Generator().manual_seed(int(seed)) if partner == "random" else None
+    if compat not in ("exact", "official"): raise ValueError(f"`compat` must be 'exact' or 'official', got {compat!r}")
+    if decide_on not in ("original", "merged"): raise ValueError(f"`decide_on` must be 'original' or 'merged', got {decide_on!r}")
+    pairs, ratios = _pairs_ratios(model, ratio, pairs)
     new = copy.deepcopy(model, _replaced(model, pairs, ratios)); mods = dict(new.named_modules())
     ref = dict(model.named_modules()) if decide_on == "original" else mods
     report = MergeReport("merge" if compensate else "prune", params_before=count_params(model))
@@ -352,7 +359,7 @@ def _compress(model, ratio, criterion, threshold, lam, compat, decide_on, pairs,
         for p in pairs:
             r = ratios.get(p.producer, 0.0)
             if r == 0: continue
-            N = mods[p.producer].weight.shape[0]; n_keep = max(1, int(math.floor(N * (1 - r) + 0.5)))
+            N = mods[p.producer].weight.shape[0]; n_keep = _n_keep(N, r)
             t = _default_threshold(p) if threshold == "paper" else threshold
             keep, match, scale, cos = _decide(p, ref, n_keep, criterion, compensate, t, lam, compat, gen)
             _absorb(mods[p.consumer], keep, match, scale)
@@ -384,3 +391,33 @@ def prune(model: nn.Module, ratio: float | dict, criterion: str = "l1", decide_o
           pairs: list[PrunablePair] | None = None, compat: str = "exact") -> tuple[nn.Module, MergeReport]:
     "Prune without compensation: a new, smaller model with the same kept neurons as `merge` (same `compat`), and a report."
     return _compress(model, ratio, criterion, None, 0.85, compat, decide_on, pairs, compensate=False)
+
+# %% ../nbs/12_merging.ipynb #5533e119
+def nmf_merge(model: nn.Module, ratio: float | dict, pairs: list[PrunablePair] | None = None, seed: int = 0,
+              max_iter: int = 1000) -> tuple[nn.Module, MergeReport]:
+    "The rebuttal's NMF baseline: per Linear → Linear pair without BN, [W, b] with negative entries zeroed ≈ Z·[H, c] (non-negative, P = N(1 − ratio) rows, scikit-learn `NMF` seeded by `seed`); a new model whose producer is [H, c] and whose consumer W⁺ is W⁺Z, and a report."
+    from sklearn.decomposition import NMF
+    check_model(model)
+    pairs, ratios = _pairs_ratios(model, ratio, pairs)
+    new = copy.deepcopy(model); mods = dict(new.named_modules())
+    report = MergeReport("nmf", params_before=count_params(model))
+    with torch.no_grad():
+        for p in pairs:
+            r = ratios.get(p.producer, 0.0)
+            if r == 0: continue
+            prod, cons = mods[p.producer], mods[p.consumer]
+            if p.bn or p.depthwise or not isinstance(prod, nn.Linear) or not isinstance(cons, nn.Linear) \
+                    or cons.in_features != prod.out_features:
+                raise NotImplementedError(f"nmf_merge decomposes Linear → Linear pairs without batch norm; {p.producer!r} → "
+                                          f"{p.consumer!r} is not one (use merge)")
+            W = prod.weight.detach().double(); (N, d), P = W.shape, _n_keep(W.shape[0], r)
+            A = W if prod.bias is None else torch.cat([W, prod.bias.detach().double()[:, None]], 1)
+            init = "nndsvda" if P <= min(A.shape) else "random"   # the SVD start needs P <= min(N, d + 1)
+            nmf = NMF(n_components=P, init=init, max_iter=max_iter, random_state=seed)
+            Z = torch.from_numpy(nmf.fit_transform(A.clamp(min=0).numpy())); Y = torch.from_numpy(nmf.components_)
+            _set(prod, "weight", Y[:, :d]); _set(prod, "bias", Y[:, d:].flatten()); prod.out_features = P
+            _set(cons, "weight", cons.weight.detach().double() @ Z); cons.in_features = P
+            report.layers.append(dict(producer=p.producer, consumer=p.consumer, neurons=N, kept=P, merged=N - P, dropped=0,
+                                      threshold=None, exact_act=all(o in _HOMOGENEOUS for o in p.ops), mean_cos=None))
+    report.params_after = count_params(new)
+    return new, report
