@@ -558,6 +558,8 @@ def test_cpu_setups_take_the_zoo_stand_ins(monkeypatch):
     assert calls == [("LeNet-300-100", 0), ("LeNet-300-100", 1)] and S.seeds == [0, 1] and len(S.test) == 30
     assert S.labels == {"": "LeNet-300-100 on Fashion-MNIST 28×28"} and "the model zoo's" in S.model_name
     calls.clear()
+    import dataclasses   # subjects with different counts of seeds: the ResNet stand-in with 3 here
+    monkeypatch.setitem(zoo.ZOO, "ResNet-8/2", dataclasses.replace(zoo.ZOO["ResNet-8/2"], seeds=3))
     S = nm.setup(start("merging_table3_imagenet", nm.BUDGETS, "cpu", device="cpu"), "imagenet")
     assert calls == [("VGG-16-BN/16", s) for s in range(5)] + [("ResNet-8/2", s) for s in range(3)]
     assert [len(S.subjects[s].models) for s in ("VGG", "ResNet")] == [5, 3] and S.seeds == [0, 1, 2, 3, 4]
