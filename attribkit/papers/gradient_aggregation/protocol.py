@@ -14,16 +14,8 @@ from ...dga import DGA
 from .. import experiment
 from ..experiment import Result, Run, diagnose, start
 from .registry import *
-from attribkit.papers.gradient_aggregation.registry import (
-    _AREA,
-    _FIG1_CLAIMS,
-    _FIG1_CLUTTERED,
-    _FIG9_Q,
-    _LABEL,
-    _RATIO,
-    _name,
-    _slug,
-)
+from .registry import _AREA, _FIG1_CLAIMS, _FIG1_CLUTTERED, _FIG9_Q, _LABEL
+from .registry import _RATIO, _name, _slug
 from .budget import *
 from .budget import _kind, _smoke_data, _with_seeds
 
