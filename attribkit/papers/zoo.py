@@ -130,7 +130,7 @@ ZOO: dict[str, StandIn] = {
         "fashion_mnist-32",
         dict(BN_RECIPE, epochs=6),  # 3 epochs reached 88.7 %, under the floor
         0.90,
-        5,  # about 11 min a model on one core, yet 5 seeds: at 3 (t = 4.30) most of DGA's ResNet-18 comparisons and controls were inconclusive
+        5,  # 4–11 min a model on one core (256 s alone, 672 s under load), yet 5 seeds: at 3 (t = 4.30) most of DGA's ResNet-18 comparisons and controls were inconclusive
         "ResNet-18 / ResNet-34",
     ),
     # the width sweep (seed 0, 6 epochs, test accuracy; pruned / merged without fine-tuning at 10 % of every layer): ÷16 Adam
