@@ -818,6 +818,10 @@ def _stability_claims(s: Setup, kept: dict, sigma: float, key: str, method: str,
             configuration=config,
         )
         cells = [f"{label} | {m} | rank correlation clean vs perturbed" for m in (method, reference)]
+        gone = spec.missing([_name(m) for m in rs[0]])  # a map the reader left out of `methods`
+        if gone is not None:
+            out.append(gone)
+            continue
         if not all(len(r[method]) for r in rs):
             why = f"the perturbation changes every prediction of a seed on {label}: no image to compare"
             out.append(spec.judge(effect=float("nan"), se=float("nan"), n=0, not_evaluable=why, cells=cells))
@@ -829,17 +833,17 @@ def _stability_claims(s: Setup, kept: dict, sigma: float, key: str, method: str,
 
 
 def _stability_diagnosis(label: str, cells: dict, maps, reference: str) -> str:
-    "Why the stability claim on `label` does not hold: each map's ρ, the share of predictions kept, and what makes the most stable map stable."
+    "Why the stability claim on `label` does not hold: each map's ρ (most stable first), the share of predictions kept, and whether the local maps order as the abstract's global/local split says."
     rho = {m: cells[f"{label} | {m} | rank correlation clean vs perturbed"]["mean"] for m in maps}
     order = sorted(rho, key=lambda m: -rho[m])
+    gxi = "moves most" if order[-1] == "G×I" else f"ρ {rho.get('G×I', float('nan')):.2f}"
     return (
         f"{label}: ρ "
         + ", ".join(f"{m} {rho[m]:.2f}" for m in order)
         + f"; the noise keeps the prediction on {cells[f'{label} | top-1 unchanged (%)']['mean']:.0f} % of the images."
         + (
-            f" {reference} adds the bias-gradient maps of every layer, upsampled: smooth maps whose pixel ranking the noise "
-            f"barely reorders; G×I, local like {reference} but without those terms, moves most."
-            if order[0] == reference and order[-1] == "G×I"
+            f" {reference}, a local map, moves least: locality does not order stability here (G×I, local too, {gxi})."
+            if order[0] == reference and "G×I" in rho
             else ""
         )
     )

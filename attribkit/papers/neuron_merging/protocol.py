@@ -11,7 +11,8 @@ from ... import claims as C
 from ...merging import merge, nmf_merge, prune
 from ..experiment import Result, diagnose
 from .budget import Setup, hits, output_error, paper_cfg_ratios
-from .registry import FAMILIES, PAPER_PARTS, RANKINGS, RULES, _deviations, part_variant
+from .registry import FAMILIES, PAPER_LENET, PAPER_PARTS, RANKINGS, REBUTTAL_NMF, RULES
+from .registry import _deviations, part_variant
 
 # %% auto #0
 __all__ = ['VARIANTS', 'Measurements', 'prune_and_merge', 'evaluate']
@@ -578,7 +579,8 @@ def _mostsim_over_nmf(M: Measurements, subj: str) -> list:
     S, r, a, b = M.setup, NMF_RATIO, "merge (official ranking)", "NMF (negatives zeroed)"
     if not any(abs(r - x) < 1e-9 for x in M.ratios[subj]):
         return []
-    text = f"{subj + ': ' if subj else ''}MostSim merging keeps more accuracy than the NMF decomposition (negative weights zeroed) at {r:.0%} (rebuttal: 88.69 % against 15.80 %)"
+    p = PAPER_LENET[f"{r:.0%}"]["merge"]
+    text = f"{subj + ': ' if subj else ''}MostSim merging keeps more accuracy than the NMF decomposition (negative weights zeroed) at {r:.0%} (rebuttal: {p:.2f} % against {REBUTTAL_NMF:.2f} %)"
 
     def measure(spec):
         x, y = M.acc(subj, a, r), M.acc(subj, b, r)
@@ -593,7 +595,7 @@ def _mostsim_over_nmf(M: Measurements, subj: str) -> list:
             f"MostSim {np.mean(x):.2f}, NMF {np.mean(y):.2f}",
         )
 
-    w = dict(subjects=[subj], ratios=[r], cells=_cells(S, subj, [(a, r), (b, r)]), paper_effect=round(88.69 - 15.80, 2))
+    w = dict(subjects=[subj], ratios=[r], cells=_cells(S, subj, [(a, r), (b, r)]), paper_effect=round(p - REBUTTAL_NMF, 2))
     return [(_key("mostsim-over-nmf", subj, r), text, w, measure)]
 
 
