@@ -253,32 +253,32 @@ def target_grad(model: nn.Module, inputs: Tensor, target, create_graph: bool = F
 # %% ../nbs/00_core.ipynb #221d025b
 _ACTIVATION_BYTES: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
 
-def activation_bytes(model: nn.Module, sample: Tensor) -> int:
-    "Bytes of all leaf-module outputs for one sample (one forward pass of one row, no gradients; cached per model, row shape and parameter count)."
+def activation_bytes(model: nn.Module, sample: Tensor, peak: bool = False) -> int:
+    "Bytes of all leaf-module outputs for one sample (`peak`: of the largest one; the input counts as an output) — one forward pass of one row, no gradients; cached per model, row shape and parameter count."
     key = (tuple(sample.shape[1:]), sample.dtype, sample.device.type, sum(p.numel() for p in model.parameters()))
     per_model = _ACTIVATION_BYTES.setdefault(model, {})
-    if key not in per_model: per_model[key] = _activation_bytes(model, sample)
-    return per_model[key]
+    if key not in per_model: per_model[key] = _output_bytes(model, sample)
+    return (max if peak else sum)(per_model[key])
 
-def _activation_bytes(model: nn.Module, sample: Tensor) -> int:
-    total = [sample[:1].numel() * sample.element_size()]
+def _output_bytes(model: nn.Module, sample: Tensor) -> list[int]:
+    sizes = [sample[:1].numel() * sample.element_size()]
     def hook(m, i, o):
-        if isinstance(o, Tensor): total.append(o.numel() * o.element_size())
+        if isinstance(o, Tensor): sizes.append(o.numel() * o.element_size())
     with model_scope(model), torch.no_grad():
         for m in model.modules():
             if not list(m.children()): m.register_forward_hook(hook)
         model(sample[:1])
-    return sum(total)
+    return sizes
 
-def cache_bytes(default: int = 32 * 2**20) -> int:
-    "Size of the largest CPU cache the OS reports (Linux sysfs), else `default`."
-    sizes = []
-    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+def cache_bytes(level: int = 2, default: int = 2**20) -> int:
+    "Size of the CPU's level-`level` data cache the OS reports (Linux sysfs; level 2 is a core's own on current x86 and Arm CPUs), else `default`."
+    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
-            s = f.read_text().strip().upper()
-            sizes.append(int(s[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[s[-1]] if s[-1] in "KMG" else int(s))
-        except (OSError, ValueError): pass
-    return max(sizes, default=default)
+            if int((d / "level").read_text()) != level or (d / "type").read_text().strip() == "Instruction": continue
+            s = (d / "size").read_text().strip().upper()
+            return int(s[:-1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[s[-1]] if s[-1] in "KMG" else int(s)
+        except (OSError, ValueError, KeyError): pass
+    return default
 
 def free_memory_bytes(default: int = 4 * 2**30) -> int:
     "Memory the OS reports available to new allocations (Linux `MemAvailable`), else `default`."
@@ -291,13 +291,13 @@ def free_memory_bytes(default: int = 4 * 2**30) -> int:
 MIN_CPU_ROWS = 16   # the CPU rule's floor where memory allows: one row per chunk wastes the weights' reads (see above)
 
 def auto_batch_size(model: nn.Module, inputs: Tensor, budget: int | None = None, cap: int = 4096) -> int:
-    "Rows per chunk: on CPU activations within the cache (at least `MIN_CPU_ROWS` where an eighth of the free memory holds them); on CUDA activations within `budget` bytes (default 80 % of the free GPU memory)."
+    "Rows per chunk: on CPU the largest layer output within a core's cache (at least `MIN_CPU_ROWS` where an eighth of the free memory holds all activations); with `budget` (on CUDA default 80 % of the free GPU memory) all activations within `budget` bytes."
     per_row = activation_bytes(model, inputs)
     if inputs.is_cuda:
         if budget is None: budget = int(0.8 * torch.cuda.mem_get_info(inputs.device)[0])
         rows = budget // per_row
     elif budget is not None: rows = budget // per_row
-    else: rows = max(cache_bytes() // per_row, min(MIN_CPU_ROWS, free_memory_bytes() // (8 * per_row)))
+    else: rows = max(cache_bytes() // activation_bytes(model, inputs, peak=True), min(MIN_CPU_ROWS, free_memory_bytes() // (8 * per_row)))
     return int(max(1, min(cap, rows)))
 
 def chunks(n: int, size: int, balanced: bool = False) -> Iterator[slice]:
