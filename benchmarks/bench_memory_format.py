@@ -14,7 +14,8 @@ import argparse, statistics, time
 import torch
 from attribkit.core import auto_batch_size, batched_forward, target_grad, tuned_chunks
 from attribkit.papers import zoo
-from attribkit.papers.gradient_aggregation import ZOO_NAMES, channels_last
+from attribkit.papers.experiment import channels_last
+from attribkit.papers.gradient_aggregation import ZOO_NAMES
 
 
 def timed(fn):

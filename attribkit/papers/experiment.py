@@ -15,8 +15,8 @@ from ..core import atomic_save, resolve_device
 from ..results import SCALES, fmt_claim, md_escape, save_figure, save_figures, save_results
 
 # %% auto #0
-__all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'Setup', 'PrePass', 'WeightFile', 'write_weight_files',
-           'torchvision_model', 'torchvision_weights']
+__all__ = ['BUDGET_ROWS', 'Run', 'start', 'Result', 'diagnose', 'Setup', 'PrePass', 'channels_last', 'WeightFile',
+           'write_weight_files', 'torchvision_model', 'torchvision_weights']
 
 # %% ../../nbs/papers/00a_experiment.ipynb #7ef61db4
 BUDGET_ROWS = (*SCALES, "dry_run")
@@ -274,6 +274,11 @@ class PrePass:
     needs: tuple
     submit: Callable
     rows: Callable
+
+# %% ../../nbs/papers/00a_experiment.ipynb #d83f3212
+def channels_last(model: nn.Module) -> nn.Module:
+    "The run's own stand-in `model` (never a user's) in the channels-last memory format, in place. Outputs equal up to rounding; input gradients too, except where a max-pool window holds tied values (Fashion-MNIST's flat background), whose gradient may go to another of the tied inputs."
+    return model.to(memory_format=torch.channels_last)
 
 # %% ../../nbs/papers/00a_experiment.ipynb #3f0b56bd
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ... import data as D
 from ... import models as M
 from ...core import seed_everything
 from .. import experiment, zoo
-from ..experiment import Run, WeightFile
+from ..experiment import Run, WeightFile, channels_last
 from .registry import NIB, PRED, RESCALED
 
 # %% auto #0
@@ -389,9 +389,9 @@ def setup(run: Run, models: dict | None = None, datasets=None) -> Setup:
             for s in run.seeds:
                 if from_zoo:  # the zoo's stand-in, trained once on all training images, tested on the full test split
                     t = trained[ds, name, s] = zoo.get(ZOO_NAMES[name], s, run.data_root, run.dev)
-                    nets[ds, name, s], acc[ds, name, s] = t.model, t.value
+                    nets[ds, name, s], acc[ds, name, s] = channels_last(t.model), t.value
                     continue
-                nets[ds, name, s] = _nib(run, splits[ds], key, base, ds, flags, s)
+                nets[ds, name, s] = channels_last(_nib(run, splits[ds], key, base, ds, flags, s))
                 acc[ds, name, s] = M.evaluate(nets[ds, name, s], splits[ds].test, topk=(1,), device=run.dev)["top1"]
     return Setup(run, splits, nets, models, acc, trained)
 

@@ -12,14 +12,14 @@ from torch import nn, Tensor
 from ...core import seed_everything
 from ...claims import chance_reason
 from .. import experiment, zoo
-from ..experiment import Run, start, torchvision_model, torchvision_weights
+from ..experiment import Run, channels_last, start, torchvision_model, torchvision_weights
 from .registry import *
 from .registry import _FIG9_N
 
 # %% auto #0
 __all__ = ['SMOKE_MODELS', 'SMOKE_RECIPE', 'ZOO_NAMES', 'STAND_INS', 'CLUTTERED_NAMES', 'PAPER_MODELS', 'DATA_NAMES',
-           'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'FILL', 'BUDGETS', 'model_label', 'channels_last',
-           'weights_file', 'load_paper_model', 'paper_images', 'Setup', 'setup']
+           'WEIGHT_FILES', 'PAPER_FILES', 'PAPER_SCALE_IMAGES', 'FILL', 'BUDGETS', 'model_label', 'weights_file',
+           'load_paper_model', 'paper_images', 'Setup', 'setup']
 
 # %% ../../../nbs/papers/02b_gradient_aggregation_budget.ipynb #599cdb0d
 SMOKE_MODELS = {
@@ -86,36 +86,6 @@ def _stand_ins(names: list, seed: int, device) -> tuple[dict, object]:
         )
         out[name] = channels_last(m.to(device).eval())
     return out, ds
-
-
-def channels_last(model: nn.Module) -> nn.Module:
-    "The run's own stand-in `model` (never a user's) in the channels-last memory format, in place. Outputs equal up to rounding; input gradients too, except where a max-pool window holds tied values (Fashion-MNIST's flat background), whose gradient may go to another of the tied inputs. On one CPU core the zoo's three DGA stand-ins run forward passes 1.2–1.9× and forward+backward passes 1.3–1.5× faster (`benchmarks/bench_memory_format.py`)."
-    return model.to(memory_format=torch.channels_last)
-
-
-def _dry_trained(name: str, seed: int, device, data_root=None, n: int = 64) -> zoo.Trained:
-    "A dry run's stand-in in place of the zoo's: the zoo's builder for `name` trained one epoch on the first `n` training images (never cached), its accuracy on the first `n` test images."
-    from attribkit import data, models
-
-    e, sp = zoo.ZOO[name], zoo.splits(zoo.ZOO[name].data, data_root)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        m = e.build()
-    hist = models.train(m, data.first(sp.train, n), seed=seed, device=device, progress=False, **dict(e.recipe, epochs=1))
-    acc = float(models.evaluate(m, data.first(sp.test, n), topk=(1,), device=device)["top1"])
-    return zoo.Trained(name, seed, m.to(models.resolve_device(device)).eval(), acc, e.floor, float(sum(hist["time"])), False)
-
-
-def _zoo_stand_ins(run: Run, names: list, table: dict = ZOO_NAMES) -> dict[str, list]:
-    "{paper name: [`zoo.Trained` per seed]}, stand-in `table[name]` (`ZOO_NAMES` or `CLUTTERED_NAMES`) from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
-    out = {}
-    for name in names:
-        z = table[name]
-        get = _dry_trained if run.dry_run else zoo.get
-        out[name] = [get(z, s, device=run.dev, data_root=run.data_root) for s in run.seeds[: zoo.ZOO[z].seeds]]
-        for t in out[name]:
-            channels_last(t.model)
-    return out
 
 # %% ../../../nbs/papers/02b_gradient_aggregation_budget.ipynb #7e090766
 WEIGHT_FILES = [torchvision_weights(arch) for arch in ("vgg16", "resnet18", "inception_v3")]
