@@ -17,7 +17,7 @@ from ...data import cifar10, digits, fashion_mnist, first, imagenet_folder
 from ...merging import find_pairs
 from ...models import cifar_resnet, lenet_300_100, load_weights, mobilenet_v1, train, train_cached, vgg16_bn_cifar
 from .. import zoo
-from ..experiment import Run, WeightFile, torchvision_model, torchvision_weights
+from ..experiment import Run, WeightFile, channels_last, torchvision_model, torchvision_weights
 from ..experiment import Setup as SetupBase
 from attribkit.papers.neuron_merging.registry import (
     PAPER_ACTIVATIONS,
@@ -385,8 +385,8 @@ def _chunks(test: Dataset, batch_size: int):
 
 @torch.no_grad()
 def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: int = 256) -> dict:
-    "Per-test-example correctness {k: bool array} of `model` in the top-`k` predictions."
-    model = model.to(device).eval()
+    "Per-test-example correctness {k: bool array} of `model` in the top-`k` predictions (the run's own model: evaluated channels-last, `channels_last`, and handed back on the CPU in the default memory format)."
+    model = channels_last(model.to(device).eval())
     out = {k: [] for k in topk}
     for x, y in _chunks(test, batch_size):
         o = model(x.to(device))
@@ -394,7 +394,7 @@ def hits(model: nn.Module, test: Dataset, topk=(1,), device="cpu", batch_size: i
         top = o.topk(min(max(topk), o.shape[1]), 1).indices
         for k in topk:
             out[k].append((top[:, :k] == y[:, None]).any(1).cpu())
-    model.cpu()
+    model.to("cpu", memory_format=torch.contiguous_format)
     return {k: torch.cat(v).numpy() for k, v in out.items()}
 
 

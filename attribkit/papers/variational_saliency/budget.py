@@ -22,7 +22,7 @@ from attribkit.data import (
 )
 from ...models import cache_dir, cache_key, cached, lenet5, load_weights, train_cached
 from .. import experiment, zoo
-from ..experiment import Run, start, torchvision_model, torchvision_weights
+from ..experiment import Run, channels_last, start, torchvision_model, torchvision_weights
 from ...results import md_escape
 from ...vsm import SaliencyEncoder, SoftTVPrior, VariationalSaliency, hard_topk
 
@@ -411,6 +411,7 @@ def _zoo_parts(run: Run) -> dict:
     b, dev = run.budget, run.dev
     name = b["classifier"]
     t, e = zoo.get(name, run.seed, run.data_root, dev), zoo.ZOO[name]
+    channels_last(t.model)
     sp = zoo.splits(e.data, run.data_root)
     test_x, labels, test_m = sp.test.tensors
     labels = labels.bool()
