@@ -87,6 +87,31 @@ def _stand_ins(names: list, seed: int, device) -> tuple[dict, object]:
         out[name] = channels_last(m.to(device).eval())
     return out, ds
 
+
+def _dry_trained(name: str, seed: int, device, data_root=None, n: int = 64) -> zoo.Trained:
+    "A dry run's stand-in in place of the zoo's: the zoo's builder for `name` trained one epoch on the first `n` training images (never cached), its accuracy on the first `n` test images."
+    from attribkit import data, models
+
+    e, sp = zoo.ZOO[name], zoo.splits(zoo.ZOO[name].data, data_root)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        m = e.build()
+    hist = models.train(m, data.first(sp.train, n), seed=seed, device=device, progress=False, **dict(e.recipe, epochs=1))
+    acc = float(models.evaluate(m, data.first(sp.test, n), topk=(1,), device=device)["top1"])
+    return zoo.Trained(name, seed, m.to(models.resolve_device(device)).eval(), acc, e.floor, float(sum(hist["time"])), False)
+
+
+def _zoo_stand_ins(run: Run, names: list, table: dict = ZOO_NAMES) -> dict[str, list]:
+    "{paper name: [`zoo.Trained` per seed]}, stand-in `table[name]` (`ZOO_NAMES` or `CLUTTERED_NAMES`) from the zoo for seeds `run.seed` … (the zoo's count of seeds, at most the run's); a dry run trains `_dry_trained` instead (never the zoo)."
+    out = {}
+    for name in names:
+        z = table[name]
+        get = _dry_trained if run.dry_run else zoo.get
+        out[name] = [get(z, s, device=run.dev, data_root=run.data_root) for s in run.seeds[: zoo.ZOO[z].seeds]]
+        for t in out[name]:
+            channels_last(t.model)
+    return out
+
 # %% ../../../nbs/papers/02b_gradient_aggregation_budget.ipynb #7e090766
 WEIGHT_FILES = [torchvision_weights(arch) for arch in ("vgg16", "resnet18", "inception_v3")]
 
