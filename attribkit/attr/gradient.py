@@ -164,7 +164,7 @@ class IntegratedGradients(Attribution):
     gradient without the (x − x') factor, as Captum.
     `quadrature` (or Captum's `method`): the rule of the path integral, one of QUADRATURES (default "gausslegendre").
     Default `internal_batch_size`: `core.tuned_chunks` — on CPU tuned on the model by timing its chunks, starting from
-    the rows whose activations fit the CPU cache (at least 16 where memory allows); on CUDA as many rows as fit 80 % of
+    the rows whose largest layer output fits a core's cache (at least 16 where memory allows); on CUDA as many rows as fit 80 % of
     the free GPU memory, in equal pieces; at most 4096. `progress`: a bar over the rows (`core.progress_bar`; 'auto' only interactively).
     `IntegratedGradients(model)` and Captum's `captum.attr.IntegratedGradients` are interchangeable as a `method`."""
     def __init__(self, forward_func: nn.Module, multiply_by_inputs: bool = True, n_steps: int = 50,
@@ -244,7 +244,7 @@ class SmoothGrad(Attribution):
     """SmoothGrad (Smilkov et al. 2017): the mean of `base` attributions over `n_samples` noisy copies.
 
     Noise std = `noise_level` × (max − min) of each sample. Default `internal_batch_size`: `core.auto_batch_size`
-    (activations within the CPU cache, or 80 % of the free GPU memory on CUDA), divided by the base's `n_steps` if it
+    (the largest layer output within a core's cache, or activations within 80 % of the free GPU memory on CUDA), divided by the base's `n_steps` if it
     has one. With `seed` the noise is drawn on the inputs' device (a CPU `generator` draws on the CPU, slower on CUDA).
     `progress`: a bar over the noisy rows (`core.progress_bar`; 'auto' only interactively); the base runs without one."""
     reduce = "mean"
