@@ -738,13 +738,14 @@ def _diagnose_mia_random(res: Result, c: dict) -> str:
 
 def _diagnose_mia_label_free(res: Result, c: dict) -> str:
     ds, pct, sh, I = _mia_view(res, c)
+    i = 1 if res.raw["about"][c["key"]]["kind"] == "b1-q1" else I  # the claim's own iteration: Q_1 or Q_I against Q_0
     q, qp = (res.extra[k][ds].get(_label(res, "gxsi", p)) for k, p in (("curves", False), ("curves_pred", True)))
     if q is None or qp is None:
-        return f"prediction-targeted G×SI: {pct('gxsi', 0, True)} → {pct('gxsi', 1, True)}; label-targeted G×SI did not run."
-    up, lab = 100 * (qp[1] - qp[0]), 100 * (q[1] - q[0])
+        return f"prediction-targeted G×SI: {pct('gxsi', 0, True)} → {pct('gxsi', i, True)} at i = {i}; label-targeted G×SI did not run."
+    up, lab = 100 * (qp[i] - qp[0]), 100 * (q[i] - q[0])
     return (
-        f"without the label the G×SI mask takes Q from {pct('gxsi', 0, True)} to {pct('gxsi', 1, True)} ({up:+.1f} pt), "
-        f"with the label from {pct('gxsi', 0)} to {pct('gxsi', 1)} ({lab:+.1f} pt): "
+        f"at i = {i}, without the label the G×SI mask takes Q from {pct('gxsi', 0, True)} to {pct('gxsi', i, True)} "
+        f"({up:+.1f} pt), with the label from {pct('gxsi', 0)} to {pct('gxsi', i)} ({lab:+.1f} pt): "
         + (
             "the rise above Q_0 needs the label — the label-targeted mask carries label information rather than only "
             "removing distractors."
