@@ -452,20 +452,9 @@ def test_cluttered_setup_names_its_stand_ins():
 
 def test_cpu_setup_takes_the_zoo_stand_ins_channels_last(monkeypatch):
     "At cpu the stand-ins are the zoo's (each with the zoo's seeds; nothing trains here), run channels-last; each seed gets its own sampled test images; the zoo's record is kept."
-    from torch.utils.data import TensorDataset
-    from attribkit import data as D
     from attribkit.papers import zoo
-    x = torch.randn(40, 1, 32, 32, generator=torch.Generator().manual_seed(0))
-    fake = D.DataSplits(TensorDataset(x, torch.arange(40) % 10), TensorDataset(x[:20], torch.arange(20) % 10), 10, (0.5,), (0.5,), "f")
-    calls = []
-
-    def get(name, seed, data_root=None, device="auto"):
-        calls.append((name, seed))
-        torch.manual_seed(seed)
-        return zoo.Trained(name, seed, zoo.ZOO[name].build().eval(), 0.93, zoo.ZOO[name].floor, 1.0, True)
-
-    monkeypatch.setattr(zoo, "get", get)
-    monkeypatch.setattr(zoo, "splits", lambda key, root=None: fake)
+    from test_mask import fake_zoo   # the zoo faked: random images, untrained zoo-config stand-ins, training fails
+    calls = fake_zoo(monkeypatch, values=(0.93,))
     run = ga.start("test", ga.BUDGETS, "cpu", n_images=4, device="cpu")
     s = ga.setup(run, models=["VGG-16", "ResNet-18"])
     assert calls == [(ga.ZOO_NAMES[k], s_) for k in ("VGG-16", "ResNet-18") for s_ in range(zoo.ZOO[ga.ZOO_NAMES[k]].seeds)]
