@@ -5,7 +5,8 @@ Per stand-in it times, `--repeats` times interleaved (so load drift on a shared 
   - forward: the pixel-flip protocol's pass, `--images` images × 21 flip steps without gradients (`flip_curves`);
   - forward+backward: G×I on the same rows (the gradient pass IG, DGA and SmoothGrad repeat);
 and prints the median times, the median per-repeat ratio contiguous / channels-last (> 1: channels-last faster) and the
-largest relative difference of the outputs (rounding only). The chunk size is the library's own (`core.tuned_chunks`
+largest relative difference of the outputs (forward: rounding; forward+backward: also max-pool windows of tied values,
+whose gradient each format may send to another of the tied inputs). The chunk size is the library's own (`core.tuned_chunks`
 for the gradients, `core.auto_batch_size` for the forward passes), the same in both formats.
 
     python benchmarks/bench_memory_format.py [--repeats 5] [--images 64] [--threads 1]
