@@ -10,6 +10,7 @@ trains channels-last (`models.train(channels_last=True)`) against the same epoch
 
     OMP_NUM_THREADS=1 python benchmarks/bench_train.py                  # zoo stand-ins, 6,000 Fashion-MNIST images
     python benchmarks/bench_train.py --rounds 5 --images 12000
+    python benchmarks/bench_train.py --formats --models "ResNet-8/2" "Mosaic VGG-6-BN/2"   # the memory formats only
 """
 from __future__ import annotations
 import argparse, json, statistics, subprocess, sys, time
@@ -18,7 +19,7 @@ MODELS = ["NIB VGG16/16", "VGG-16-BN/16", "LeNet-300-100", "Canvas VGG-16-BN/16"
 
 
 def measure(name: str, arm: str, images: int) -> float:
-    "Seconds of one epoch over `images` images of stand-in `name`: `arm` 'train' (models.train), 'pure' (the bare loop) or 'default' (models.train in the default memory format)."
+    "Seconds of one epoch over `images` images of stand-in `name`: `arm` 'train' (models.train), 'pure' (the bare loop), 'default' or 'channels_last' (models.train in that memory format, whatever the recipe says)."
     import torch
     import torch.nn.functional as F
     from torch.utils.data import TensorDataset
@@ -35,9 +36,9 @@ def measure(name: str, arm: str, images: int) -> float:
     torch.manual_seed(0)
     model = e.build()
     r = dict(e.recipe, epochs=1)
-    if arm == "default":
-        r["channels_last"] = False
-    if arm in ("train", "default"):
+    if arm in ("default", "channels_last"):
+        r["channels_last"] = arm == "channels_last"
+    if arm in ("train", "default", "channels_last"):
         return models.train(model, TensorDataset(x, y), progress=False, seed=0, device="cpu", **r)["time"][0]  # the epoch's loop
     bs, fmt = r["batch_size"], torch.channels_last if r.get("channels_last") else torch.contiguous_format
     batches = [(x[s : s + bs].contiguous(memory_format=fmt), y[s : s + bs].contiguous()) for s in range(0, len(x), bs)]
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--images", type=int, default=6000)
     ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--formats", action="store_true", help="only the memory-format table, for every model named (channels-last recipe or not)")
     ap.add_argument("--one", nargs=2, metavar=("MODEL", "ARM"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -64,17 +66,18 @@ def main() -> None:
     run = lambda n, arm: json.loads(subprocess.run([sys.executable, __file__, "--one", n, arm, "--images", str(a.images)],
                                                    capture_output=True, text=True, check=True).stdout.splitlines()[-1])
     print(f"one epoch over {a.images} Fashion-MNIST images (or canvases), one thread, {a.rounds} rounds (fresh process each, order alternated)")
-    print("| stand-in | models.train (s) | pure compute (s) | ratio median | ratio min–max |\n|---|---:|---:|---:|---|")
-    for n in a.models:
+    if not a.formats:
+        print("| stand-in | models.train (s) | pure compute (s) | ratio median | ratio min–max |\n|---|---:|---:|---:|---|")
+    for n in [] if a.formats else a.models:
         tr, pu = alternated(run, n, "train", "pure", a.rounds)
         ratios = [t / p for t, p in zip(tr, pu)]
         print(f"| {n} | {statistics.median(tr):.2f} | {statistics.median(pu):.2f} | {statistics.median(ratios):.3f} | "
               f"{min(ratios):.3f}–{max(ratios):.3f} |", flush=True)
-    chl = [n for n in a.models if zoo_recipe(n).get("channels_last")]
+    chl = a.models if a.formats else [n for n in a.models if zoo_recipe(n).get("channels_last")]
     if chl:
         print("\n| stand-in | default format (s) | channels-last (s) | speed-up median | speed-up min–max |\n|---|---:|---:|---:|---|")
     for n in chl:
-        de, cl = alternated(run, n, "default", "train", a.rounds)
+        de, cl = alternated(run, n, "default", "channels_last", a.rounds)
         ups = [d / c for d, c in zip(de, cl)]
         print(f"| {n} | {statistics.median(de):.2f} | {statistics.median(cl):.2f} | {statistics.median(ups):.2f}× | "
               f"{min(ups):.2f}–{max(ups):.2f}× |", flush=True)
