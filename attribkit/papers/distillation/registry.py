@@ -600,9 +600,10 @@ def _compared_why(result: Result, c: dict) -> str:
 def _teacher_why(result: Result, c: dict) -> str:
     "Diagnosis of 'the teacher is best': on how many seeds the best student matches or beats the teacher."
     cmp = result.raw["compared"][c["key"]]
-    t, best = cmp["values"]["teacher"][0], cmp["values"]["best student"]
-    if c["verdict"] == "not evaluable" or not best:
+    teacher, best = cmp["values"]["teacher"], cmp["values"]["best student"]
+    if c["verdict"] == "not evaluable" or not best or not teacher:  # e.g. no teacher value where every student collapsed
         return _compared_why(result, c)
+    t = teacher[0]
     beat = sum(b >= t for b in best)
     return f"the best student matches or beats the teacher on {beat} of {len(best)} seeds; {_means(cmp)}"
 
