@@ -1,5 +1,6 @@
 "Tests for attribkit.distill: maps, losses, the trainer's double backprop and hygiene, pruning, evaluation."
 import copy, math
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -450,6 +451,22 @@ def test_paper_diagnoses_read_measurements_not_text(tiny, f32):
     cmp["t1/x-over-y/point-acc"]["collapsed"]["Y"] = ["", "collapsed: F1 0.0, mAP 20.0"]
     res = Result(tiny.run, claims=[dict(c, claim="The full teacher's Point Acc", detail="collapsed")], raw={"compared": cmp})
     assert diagnose(res, RULES)[c["key"]].startswith("models collapsed on some seeds (Y, seed 1: collapsed: F1 0.0")
+
+
+def test_paper_teacher_best_diagnosis_pairs_each_seed_with_its_own_teacher(tiny, f32):
+    "'The teacher is best' counts the seeds whose best student matches or beats that seed's teacher (each seed has its own); no teacher value: the comparison's reason, no error."
+    from attribkit.papers.distillation import RULES, T1_TEACHER
+    from attribkit.papers.distillation.protocol import _seed_claim
+    from attribkit.papers.experiment import Result, diagnose
+    spec = T1_TEACHER["mAP"]
+    teacher, best = [70.0, 60.0, 80.0], [65.0, 62.0, 79.0]  # the second seed's best student beats its teacher only
+    cmp = {spec.key: {"measure": "mAP", "values": {"teacher": teacher, "best student": best}, "collapsed": {"S": ["", "", ""]}}}
+    c = _seed_claim(spec, np.subtract(teacher, best), "paired by seed")
+    assert c["verdict"] != "holds" and diagnose(Result(tiny.run, claims=[c], raw={"compared": cmp}), RULES)[spec.key] == (
+        "the best student matches or beats the teacher on 1 of 3 seeds; teacher 70.00 vs best student 68.67")
+    cmp = {spec.key: {"measure": "mAP", "values": {"teacher": [], "best student": []}, "collapsed": {"S": ["", ""]}}}
+    c = spec.judge(effect=np.nan, se=np.nan, n=0, not_evaluable="fewer than 2 seeds with all students predicting")
+    assert diagnose(Result(tiny.run, claims=[c], raw={"compared": cmp}), RULES)[spec.key].startswith("fewer than 2 seeds with all students predicting")
 
 
 def test_paper_teacher_of_another_architecture_fails_before_distilling(tmp_path):

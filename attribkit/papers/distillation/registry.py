@@ -598,13 +598,12 @@ def _compared_why(result: Result, c: dict) -> str:
 
 
 def _teacher_why(result: Result, c: dict) -> str:
-    "Diagnosis of 'the teacher is best': on how many seeds the best student matches or beats the teacher."
+    "Diagnosis of 'the teacher is best': on how many seeds the best student matches or beats that seed's own teacher."
     cmp = result.raw["compared"][c["key"]]
     teacher, best = cmp["values"]["teacher"], cmp["values"]["best student"]
     if c["verdict"] == "not evaluable" or not best or not teacher:  # e.g. no teacher value where every student collapsed
         return _compared_why(result, c)
-    t = teacher[0]
-    beat = sum(b >= t for b in best)
+    beat = sum(b >= t for t, b in zip(teacher, best))
     return f"the best student matches or beats the teacher on {beat} of {len(best)} seeds; {_means(cmp)}"
 
 
