@@ -277,12 +277,12 @@ def _counts(k: dict, n: int) -> str:
     return f"holds on {k['holds']} of {n}" + "".join(f", {v} on {k[v]}" for v in VERDICTS[1:] if k[v])
 
 def paper_verdict(pc: PaperClaim, claims: Sequence[tuple[str, dict]]) -> dict:
-    "The registry row of `pc` from the (notebook, claim) pairs whose `paper_claim` is its id: judged on the evidence at the paper's configuration only (other configurations shown beside, never counted; a piece whose configuration is not stated counts as the paper's and says so); `not evaluable` when a control it needs does not hold (one that gates no evidence claim gates the whole claim) or no evidence at the paper's configuration can speak; `fragile` when a counted piece is; the `notebook:key` of its evidence, controls, diagnostics and failed controls."
+    "The registry row of `pc` from the (notebook, claim) pairs whose `paper_claim` is its id: judged on the evidence at the paper's configuration only (other configurations shown beside, never counted; a piece whose configuration is not stated counts as the paper's and says so); `not evaluable` when a control it needs does not hold (one that gates no evidence or diagnostic claim gates the whole claim; one that gates only a diagnostic leaves the evidence to speak) or no evidence at the paper's configuration can speak; `fragile` when a counted piece is; the `notebook:key` of its evidence, controls, diagnostics and failed controls."
     mine = [(nb, c) for nb, c in claims if c.get("paper_claim") == pc.id]
     ref = lambda role: [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == role]
     ev = [c for _, c in mine if c["role"] == "evidence"]
     at_paper = [c for c in ev if c["configuration"] in ("paper", None)]   # None: not yet stated, taken at its word (shown as such)
-    gated = {k for c in ev if c["verdict"] == "not evaluable" for k in c["gated_by"]}
+    gated = {k for _, c in mine if c["role"] != "control" and c["verdict"] == "not evaluable" for k in c["gated_by"]}
     failed = [f"{nb}:{c['key']}" for nb, c in mine if c["role"] == "control" and c["verdict"] in GATING and c["key"] not in gated]
     v, k = _vote(at_paper)
     other_v, other_k = _vote([c for c in ev if c["configuration"] not in ("paper", None)])
