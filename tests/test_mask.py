@@ -424,14 +424,14 @@ def test_cpu_setup_takes_only_zoo_models_with_the_zoo_seeds(monkeypatch):
     from attribkit.papers import attribution_masks as am
     from attribkit.papers.experiment import start
     calls = fake_zoo(monkeypatch)
-    with pytest.raises(ValueError, match="`seeds` at cpu can be at most the zoo's count for NIB VGG16/16 \\+ BNB \\(3\\), got 5"):
-        am.setup(start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu", seeds=5), am.BIAS_VARIANTS)
+    with pytest.raises(ValueError, match="`seeds` at cpu can be at most the zoo's count for NIB VGG16/16 \\+ BNB \\(5\\), got 6"):
+        am.setup(start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu", seeds=6), am.BIAS_VARIANTS)
     with pytest.raises(ValueError, match="stand-ins of the model zoo"):
         am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu"), {"NIB VGG11": dict(cfg="vgg11")})
     assert calls == []
     run = start("mask_table5_bias", am.BUDGETS, "cpu", device="cpu")
     s = am.setup(run, am.BIAS_VARIANTS)
-    assert len(run.seeds) == 10 and s.seeds == [0, 1, 2]             # each setup: the seeds all its models have (the bias variants: 3)
+    assert len(run.seeds) == 10 and s.seeds == [0, 1, 2, 3, 4]       # each setup: the seeds all its models have (the bias variants: 5)
     assert am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu")).seeds == list(range(10))   # the NIB VGG16 alone: 10
     assert am.setup(start("mask_table2_mia", am.BUDGETS, "cpu", device="cpu", seeds=4)).seeds == [0, 1, 2, 3]   # fewer when asked
     assert {n for n, _ in calls} == {"NIB VGG16/16", "NIB VGG16/16 + LB", "NIB VGG16/16 + BNB", "NIB VGG16/16 + BNB + LB"}
