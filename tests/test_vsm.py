@@ -254,14 +254,37 @@ def test_vsal_eval_steps_on_a_tiny_setup(tmp_path):
     from attribkit.papers import variational_saliency as P
     S = _tiny_setup(tmp_path)
     res = P.compare_methods(S, _scores(S))
-    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 11
-    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS} | {P.CONTROL, P.REACH.key}
+    assert res.extra["methods"] == list(P.METHODS) and len(res.claims) == 12
+    assert {c["key"] for c in res.claims} == {f"eval/{w}/{m}" for w in ("vsm-over-best", "vsm-over-random", "best-over-random") for m in P.METRICS} | {P.CONTROL, P.REACH.key, P.OBJECTS.key}
     assert all(c["configuration"] == P.configuration(S.run.budget) for c in res.claims if c["role"] == "evidence")
     assert res.claim("eval/vsm-over-random/deletion")["n"] == 6 and res.claim("eval/vsm-over-random/deletion")["units"] == "paired images"
     assert "VSM arg-max on the 2-px frame (fraction)" in res.measured and "classifier top-1 hit rate, seed 0" in res.measured
     assert set(res.diagnoses) == {c["key"] for c in res.claims if c["verdict"] != "holds" and c["effect"] is not None}  # gated: none
     d = json.loads(res.save().read_text())
     assert d["name"] == "vsal_eval" and d["claims"][0]["key"].startswith("eval/")
+
+
+def test_vsal_reach_read_against_the_object_oracle(tmp_path):
+    "The diagnostic OBJECTS: VSM's keep-k minus the oracle's (the predicted class's true pixels kept first), per paired image; the reach's diagnosis reads it: VSM at the oracle, below it, or no oracle (ImageNet)."
+    from dataclasses import replace
+    from attribkit.papers import variational_saliency as P
+    from attribkit.papers.variational_saliency.registry import _why_vsm
+    S = _tiny_setup(tmp_path)
+    scored = _scores(S)
+    r, res = scored.raw["scores"][0], P.compare_methods(S, scored)
+    c = res.claim(P.OBJECTS.key)
+    assert c["role"] == "diagnostic" and c["n"] == 6 and c["units"] == "paired images"
+    assert abs(c["effect"] - float((r["res"]["VSM"]["keep_k"] - r["objects_keep_k"]).mean())) < 1e-9
+    assert res.measured[P.OBJECTS_CELL]["mean"] == res.extra["keep_k_objects"] == float(r["objects_keep_k"].double().mean())
+    reach = dict(res.claim(P.REACH.key), effect=-0.4)
+    res.extra["keep_k"] = dict(res.extra["keep_k"], VSM=0.40, RISE=0.80, random=0.10)
+    for oracle, says in ((0.41, "VSM keeps about as much as the object's own pixels, and RISE keeps more"),
+                         (0.60, "the encoder has not learned where the objects are"), (None, "under-trained or too narrow")):
+        res.extra["keep_k_objects"] = oracle
+        assert says in _why_vsm(res, reach), (oracle, _why_vsm(res, reach))
+    no_masks = replace(S, masks=None)
+    assert "objects_keep_k" not in _scores(no_masks).raw["scores"][0]
+    assert P.compare_methods(no_masks, _scores(no_masks)).claim(P.OBJECTS.key)["verdict"] == "not evaluable"
 
 
 def test_vsal_eval_without_some_methods(tmp_path):

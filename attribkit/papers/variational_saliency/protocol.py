@@ -21,8 +21,8 @@ from ...results import paper_table
 from ...vsm import SoftTVPrior, VariationalSaliency, hard_topk
 
 # %% auto #0
-__all__ = ['encoder_check', 'score_maps', 'compare_methods', 'prior_draws', 'posterior', 'edge_fixes', 'prior_result',
-           'pipeline_runs', 'pipeline_result']
+__all__ = ['OBJECTS_CELL', 'encoder_check', 'score_maps', 'compare_methods', 'prior_draws', 'posterior', 'edge_fixes',
+           'prior_result', 'pipeline_runs', 'pipeline_result']
 
 # %% ../../../nbs/papers/05c_variational_saliency_protocol.ipynb #09199e6e
 def _per_unit(runs: list, f) -> np.ndarray:
@@ -158,6 +158,9 @@ def _score_seed(S: Setup, s: int, methods: list, n_images: int, steps: int, rise
             )
         clf.to(S.dev)
     out = dict(seed=s, res=res, maps=maps, x=x.cpu(), pred=pred.cpu())
+    if S.masks is not None:  # the oracle that knows the object: the predicted class's true pixels, ties broken at random
+        rnd = torch.rand(target.shape, generator=torch.Generator().manual_seed(2000 + s))
+        out["objects_keep_k"] = _keep_k(clf, x, (target.float() + 0.01 * rnd)[:, None].to(S.dev), pred, S.settings["k"])
     if vl:
         am = maps[vl].sum(1).flatten(1).argmax(1)
         H, W = x.shape[-2:]
@@ -224,11 +227,16 @@ def _values(scores: list, metric: str, n: str) -> np.ndarray:
     return _per_unit(scores, lambda r: r["res"][n][metric].double().numpy())
 
 
+OBJECTS_CELL = "keep-k of the predicted class's true object pixels (oracle)"
+
+
 def _eval_measured(S: Setup, scores: list, names: list, scored: list) -> dict:
     "vsal_eval's measured cells: each method's mean per metric, the classifier's hit rates, VSM's arg-max on the frame."
     measured = {f"{n} {m}": mean_se(_values(scores, m, n)) for n in names for m in scored}
     measured = {key: v for key, v in measured.items() if v["n"] > 0}  # one object per image at smoke: no AUC among objects
     measured |= _hit_cells(S, S.seeds)
+    if "objects_keep_k" in scores[0]:
+        measured[OBJECTS_CELL] = mean_se(_per_unit(scores, lambda r: r["objects_keep_k"].double().numpy()))
     if "border" in scores[0]:
         measured["VSM arg-max on the 2-px frame (fraction)"] = mean_se(np.concatenate([r["border"].numpy() for r in scores]))
     return measured
@@ -280,6 +288,7 @@ def _eval_claims(S: Setup, scores: list, names: list, scored: list, folds: dict)
             c = spec.judge(effects, units=units, detail=_eval_detail(S, names, m, sides, folds, len(scores[0]["x"])))
         claims.append(c)
     claims.append(_reach(S, scores, names, why_not))
+    claims.append(_objects(S, scores, names, why_not))
     spec = _judged(S, ENCODER_CONTROL["vsal_eval"])
     control, cells = (spec.missing(present), {}) if spec.missing(present) else _encoder_control(S, scores, spec, why_not)
     return gate(claims + ([control] if control else [])), cells
@@ -296,6 +305,23 @@ def _reach(S: Setup, scores: list, names: list, why_not: str | None) -> dict:
     effects = _eval_effects(scores, names, "keep_k", ("vsm", "best"), folds)
     detail = _eval_detail(S, names, "keep_k", ("vsm", "best"), folds, len(scores[0]["x"])) + f"; k = {S.settings['k']}"
     return REACH.judge(effects, units=_units(scores), detail=detail)
+
+
+def _objects(S: Setup, scores: list, names: list, why_not: str | None) -> dict:
+    "The diagnostic `OBJECTS`: VSM's keep-k minus the keep-k of the predicted class's true object pixels (an oracle that knows the object), per unit, no worse than `REACH_MARGIN`."
+    vl, n = _vsm_label(names), len(scores)
+    if vl is None:
+        return OBJECTS.missing([LABELS[x] for x in names])
+    if "objects_keep_k" not in scores[0]:
+        return _not_evaluable(OBJECTS, "the ImageNet folder layout has no object masks or boxes", n)
+    if why_not:
+        return _not_evaluable(OBJECTS, why_not, n)
+    effects = _per_unit(scores, lambda r: paired(r["res"][vl]["keep_k"], r["objects_keep_k"]))
+    detail = (
+        f"the oracle keeps the predicted class's true object pixels first (ties and the rest of the top-k at random; none where the "
+        f"class is absent); {S.run.budget['data']}, {S.model_name}, n_eval={len(scores[0]['x'])} images per seed; k = {S.settings['k']}"
+    )
+    return OBJECTS.judge(effects, units=_units(scores), detail=detail)
 
 
 def compare_methods(S: Setup, scored: Result) -> Result:
@@ -323,6 +349,7 @@ def compare_methods(S: Setup, scored: Result) -> Result:
         units=_units(scores),
         configuration=configuration(run.budget),
         keep_k={n: float(np.nanmean(_values(scores, "keep_k", n))) for n in names},
+        keep_k_objects=measured[OBJECTS_CELL]["mean"] if OBJECTS_CELL in measured else None,
         vsm_history=vsm,
         vsm_final_loss={s: round(h[-1]["loss"], 4) for s, h in vsm.items()},
         encoder_check={r["seed"]: {n: float(r["check"][n].mean()) for n in ("VSM", "random")} for r in scores if "check" in r},
