@@ -525,7 +525,7 @@ def test_vsal_eval_copy_without_vsm_keeps_its_claims(tmp_path):
     pm.execute_notebook(str(copy), str(tmp_path / "out.ipynb"), parameters=dict(scale="smoke", out_dir=str(tmp_path), device="cpu"),
                         kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     claims = {c["key"]: c for c in json.loads(next(tmp_path.glob("vsal_eval*.json")).read_text())["claims"]}
-    need = [s.key for _, _, s in P.EVAL_CLAIMS if "vsm" in s.needs] + [P.CONTROL, P.REACH.key]
-    assert len(need) == 8 and set(need) <= set(claims)
+    need = [s.key for _, _, s in P.EVAL_CLAIMS if "vsm" in s.needs] + [P.CONTROL, P.REACH.key, P.OBJECTS.key]
+    assert len(need) == 9 and set(need) <= set(claims)
     assert all(claims[k]["verdict"] == "not evaluable" and any("vsm removed from the methods" in r for r in claims[k]["reasons"]) for k in need)
     assert not any("removed" in r for k, c in claims.items() if k not in need for r in c["reasons"])   # the baselines' control needs no VSM
