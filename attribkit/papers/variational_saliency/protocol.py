@@ -318,8 +318,8 @@ def _objects(S: Setup, scores: list, names: list, why_not: str | None) -> dict:
         return _not_evaluable(OBJECTS, why_not, n)
     effects = _per_unit(scores, lambda r: paired(r["res"][vl]["keep_k"], r["objects_keep_k"]))
     detail = (
-        f"the oracle keeps the predicted class's true object pixels first (ties and the rest of the top-k at random; none where the "
-        f"class is absent); {S.run.budget['data']}, {S.model_name}, n_eval={len(scores[0]['x'])} images per seed; k = {S.settings['k']}"
+        "the oracle keeps the predicted class's true object pixels first (ties and the rest of the top-k at random; none where the "
+        f"class is absent); {_eval_detail(S, names, 'keep_k', ('vsm', 'objects'), {}, len(scores[0]['x']))}; k = {S.settings['k']}"
     )
     return OBJECTS.judge(effects, units=_units(scores), detail=detail)
 

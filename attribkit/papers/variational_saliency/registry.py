@@ -178,17 +178,23 @@ def _why_vsm(res: Result, c: dict) -> str:
         + (f", the predicted class's true object pixels {oracle:.3f}" if oracle is not None else "")
         + " — "
     )
+    o = next((x for x in res.claims if x["key"] == OBJECTS.key and x["effect"] is not None), None)  # the oracle's verdict
     if vsm > kk[best_keep]:
         why += "VSM wins its own objective, so the loss is on the rest of the ranking, which VSM's loss never sees (only the top-k set matters to it)"
-    elif oracle is None:
+    elif o is None:
         why += "VSM does not even win its own objective: the encoder is under-trained or too narrow for this budget"
-    elif vsm >= oracle - REACH_MARGIN:
+    elif o["verdict"] == "holds":
         why += (
-            f"VSM keeps about as much as the object's own pixels, and {best_keep} keeps more than the object does: the best baseline "
-            "picks, image by image, the pixels this classifier needs, which an encoder that has learned where the objects are does not"
+            f"VSM keeps as much as the object's own pixels (within {REACH_MARGIN}: the diagnostic holds), so what it misses of "
+            f"{best_keep}'s keep-k lies beyond the objects: the best baseline picks, image by image, the pixels this classifier needs"
         )
+    elif o["verdict"] == "fails":
+        why += "VSM keeps less than the object's own pixels (the diagnostic fails): the encoder has not learned where the objects are at this budget"
     else:
-        why += "VSM keeps less than the object's own pixels: the encoder has not learned where the objects are at this budget"
+        why += (
+            f"whether VSM keeps as much as the object's own pixels is {o['verdict']} here (VSM minus them "
+            f"{o['effect']:+.3f} ± {o['se']:.3f}, n = {o['n']} {o['units']})"
+        )
     frame = res.measured.get("VSM arg-max on the 2-px frame (fraction)")
     if _METRIC_OF.get(c["key"]) == "pointing" and frame:
         why += (
